@@ -1,0 +1,47 @@
+# kafkalog — every target creates and uses .venv itself; nothing needs installing by hand.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEV    := $(VENV)/.dev-installed
+SPARK  := $(VENV)/.spark-installed
+
+.PHONY: demo test lint bench check-java clean
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(DEV): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(SPARK): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[spark]'
+	@touch $@
+
+# Spark needs a JVM: say so plainly rather than failing deep inside PySpark.
+check-java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "error: 'java' is not on PATH. Spark (and so the demo and the Spark tests) needs Java 17 or 21."; \
+	  echo "       Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
+	  echo "       macOS:         brew install openjdk@17"; \
+	  exit 1; }
+
+demo: $(SPARK) check-java
+	$(PY) -m kafkalog.demo
+
+lint: $(DEV)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(PY) -m pytest
+
+bench: $(DEV)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info

@@ -1,0 +1,96 @@
+"""``python -m bench``: run every suite, print the table, and rewrite BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+from bench import codec
+from bench.harness import Row, fmt, machine
+
+SUITES = {"codec": codec.run}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def render_markdown(rows: list[Row], when: str, host: str) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Produced by `make bench` (`python -m bench`), which rewrites this file; do not edit by hand.",
+        "Each row measures kafkalog and its baseline in the same run; the ratio is ours / baseline.",
+        "Medians of 7 rounds after warm-up. The machine is a noisy VM: compare ratios, not absolute",
+        "figures across runs.",
+        "",
+        f"- Date: {when}",
+        f"- Machine: {host}",
+        "",
+        "| suite | operation | kafkalog | baseline | baseline figure | ratio | target | status | also measured |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        extra = "; ".join(
+            f"{k}: {fmt(v, r.unit)} (ours/it {r.ours / v:.2f})" for k, v in r.extra.items()
+        )
+        target = "report" if r.target is None else f">= {r.target:g}"
+        lines.append(
+            f"| {r.suite} | {r.operation} | {fmt(r.ours, r.unit)} | {r.baseline_name} | "
+            f"{fmt(r.baseline, r.unit)} | {r.ratio:.2f} | {target} | {r.status} | {extra} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite BENCHMARKS.md")
+    args = parser.parse_args()
+    rows: list[Row] = []
+    for name in args.suites or SUITES:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        rows.extend(SUITES[name]())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    host = machine()
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"kafkalog benchmarks — {when} — {host}")
+        for col in ("operation", "kafkalog", "baseline", "figure", "ratio", "target", "status"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                r.operation,
+                fmt(r.ours, r.unit),
+                r.baseline_name,
+                fmt(r.baseline, r.unit),
+                f"{r.ratio:.2f}",
+                "report" if r.target is None else f">= {r.target:g}",
+                r.status,
+            )
+        Console().print(table)
+    except ImportError:
+        for r in rows:
+            print(
+                f"{r.operation}: {fmt(r.ours, r.unit)} vs {r.baseline_name} "
+                f"{fmt(r.baseline, r.unit)} ratio {r.ratio:.2f} {r.status}"
+            )
+    if not args.no_write:
+        (ROOT / "BENCHMARKS.md").write_text(render_markdown(rows, when, host))
+        results = ROOT / "bench" / "results"
+        results.mkdir(exist_ok=True)
+        (results / "latest.json").write_text(
+            json.dumps(
+                [r.__dict__ | {"ratio": r.ratio, "status": r.status} for r in rows], indent=1
+            )
+        )
+    failed = [r for r in rows if r.status == "FAIL"]
+    for r in failed:
+        print(f"FAIL: {r.operation}: ratio {r.ratio:.2f} < target {r.target}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

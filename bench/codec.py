@@ -1,0 +1,101 @@
+"""Record codec: encode and decode of 1,000-record v2 batches (10-byte keys, 100-byte values),
+against kafka-python (pure Python; target ratio >= 1.0) and aiokafka's C codec (report)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
+from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
+from kafka.record.default_records import DefaultRecordBatch as KpBatch
+from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
+
+from bench.harness import Row, rate
+from kafkalog import CompressionType, MemoryRecords, Record
+
+N = 1000
+TS = 1_700_000_000_000
+
+
+def dataset() -> tuple[list[bytes], list[bytes]]:
+    rng = random.Random(42)
+    keys = [b"user-%05d" % rng.randrange(100_000) for _ in range(N)]
+    values = []
+    for i in range(N):
+        doc = {"e": rng.choice(["view", "click", "buy"]), "p": rng.randrange(10**6), "i": i}
+        raw = json.dumps(doc, separators=(",", ":")).encode()
+        values.append((raw + b" " * 100)[:100])
+    assert all(len(k) == 10 for k in keys) and all(len(v) == 100 for v in values)
+    return keys, values
+
+
+def run() -> list[Row]:
+    keys, values = dataset()
+    pairs = list(zip(keys, values, strict=True))
+    rows = []
+    for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
+        cid = int(codec)
+
+        def ours_encode(codec: CompressionType = codec) -> bytes:
+            return bytes(
+                MemoryRecords.build(
+                    [Record(v, k, (), TS + i) for i, (k, v) in enumerate(pairs)], compression=codec
+                )
+            )
+
+        def kp_encode(cid: int = cid) -> bytes:
+            b = KpBuilder(2, cid, False, -1, -1, -1, 2**30)
+            for i, (k, v) in enumerate(pairs):
+                b.append(i, TS + i, k, v, [])
+            return bytes(b.build())
+
+        def aio_encode(cid: int = cid) -> bytes:
+            b = AioBuilder(2, cid, False, -1, -1, -1, 2**30)
+            for i, (k, v) in enumerate(pairs):
+                b.append(i, TS + i, k, v, [])
+            return bytes(b.build())
+
+        data = ours_encode()
+
+        def ours_decode(data: bytes = data) -> int:
+            n = 0
+            for batch in MemoryRecords(data).batches():
+                for rec in batch:
+                    n += rec.value is not None
+            return n
+
+        def kp_decode(data: bytes = data) -> int:
+            n = 0
+            for rec in KpBatch(data):
+                n += rec.value is not None
+            return n
+
+        def aio_decode(data: bytes = data) -> int:
+            n = 0
+            for rec in AioBatch(data):
+                n += rec.value is not None
+            return n
+
+        assert ours_decode() == kp_decode() == aio_decode() == N
+        name = codec.kafka_name
+        for op, ours, kp, aio in (
+            ("encode", ours_encode, kp_encode, aio_encode),
+            ("decode", ours_decode, kp_decode, aio_decode),
+        ):
+            ours_rate = rate(ours, N)
+            kp_rate = rate(kp, N)
+            aio_rate = rate(aio, N)
+            rows.append(
+                Row(
+                    "codec",
+                    f"{op} 1k-record batch, {name}",
+                    "rec/s",
+                    ours_rate,
+                    "kafka-python",
+                    kp_rate,
+                    target=1.0,
+                    extra={"aiokafka (C)": aio_rate},
+                )
+            )
+    return rows

@@ -1,0 +1,98 @@
+"""Timing and reporting shared by every benchmark suite.
+
+Every figure is a median over rounds, after warm-up (this VM's first touch of memory is slow;
+spec/machine-limits.md). Ratios compare two figures measured in the same process, minutes apart.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    suite: str
+    operation: str
+    unit: str
+    ours: float
+    baseline_name: str
+    baseline: float
+    target: float | None = None  # minimum ours/baseline ratio, None = report only
+    notes: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline if self.baseline else float("nan")
+
+    @property
+    def status(self) -> str:
+        if self.target is None:
+            return "report"
+        return "PASS" if self.ratio >= self.target else "FAIL"
+
+
+def rate(
+    fn: Callable[[], object], units_per_call: float, *, rounds: int = 7, min_time: float = 0.2
+) -> float:
+    """Median units/second of ``fn`` over ``rounds`` rounds of at least ``min_time`` seconds."""
+    fn()  # warm-up
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if time.perf_counter() - start >= min_time / 4:
+            break
+        calls *= 2
+    results = []
+    gc_was_enabled = gc.isenabled()
+    for _ in range(rounds):
+        gc.collect()
+        start = time.perf_counter()
+        n = 0
+        while True:
+            for _ in range(calls):
+                fn()
+            n += calls
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        results.append(n * units_per_call / elapsed)
+    if gc_was_enabled:
+        gc.enable()
+    return statistics.median(results)
+
+
+def machine() -> str:
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        mem = f", {kb / 2**20:.0f} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}){mem}, Python {platform.python_version()}"
+
+
+def fmt(value: float, unit: str) -> str:
+    if unit.endswith("/s") and value >= 1e6:
+        return f"{value / 1e6:.2f} M{unit}"
+    if unit.endswith("/s") and value >= 1e3:
+        return f"{value / 1e3:.1f} k{unit}"
+    return f"{value:.3g} {unit}"

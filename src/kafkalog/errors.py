@@ -1,0 +1,109 @@
+"""One exception tree for all of kafkalog.
+
+Why: callers must be able to catch "anything kafkalog says is wrong" with one ``except``, and tell
+*corrupt data* (a file or buffer is damaged) from *misuse or state* (a bad argument, an offset out
+of range). Each error names what was wrong and where. Refuses: bare builtins escaping the library
+(a ``struct.error`` or a codec's own exception is always wrapped, with ``raise ... from err``).
+"""
+
+from __future__ import annotations
+
+
+class KafkaLogError(Exception):
+    """Root of every error kafkalog raises."""
+
+
+# --- corruption branch: the bytes are wrong -----------------------------------------------------
+
+
+class CorruptionError(KafkaLogError):
+    """Data on disk or in a buffer is damaged. Carries where, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = []
+        if file is not None:
+            where.append(f"file {file}")
+        if position is not None:
+            where.append(f"position {position}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.reason = message
+        self.file = file
+        self.position = position
+        self.offset = offset
+
+
+class CorruptRecordError(CorruptionError):
+    """A record batch or record is malformed: bad size, magic, CRC or record structure."""
+
+
+class CorruptIndexError(CorruptionError):
+    """An offset, time or transaction index fails its sanity check."""
+
+
+class CorruptSnapshotError(CorruptionError):
+    """A producer-state snapshot file is unreadable (version, CRC, truncation)."""
+
+
+class CorruptCheckpointError(CorruptionError):
+    """A checkpoint file (recovery point, log start offset, leader epochs) is malformed."""
+
+
+# --- misuse / state branch: the request is wrong ------------------------------------------------
+
+
+class InvalidRecordError(KafkaLogError, ValueError):
+    """Records that are well formed but not acceptable (e.g. a keyless record on a compacted topic,
+    a builder asked for an impossible batch)."""
+
+
+class UnsupportedCompressionTypeError(KafkaLogError, ValueError):
+    """A compression codec id or name Kafka does not define, or one not allowed for the magic."""
+
+    def __init__(self, message: str, *, codec_id: int | None = None) -> None:
+        super().__init__(message)
+        self.codec_id = codec_id
+
+
+class RecordTooLargeError(KafkaLogError, ValueError):
+    """A batch is larger than ``max.message.bytes``."""
+
+
+class RecordBatchTooLargeError(KafkaLogError, ValueError):
+    """An append is larger than ``segment.bytes``."""
+
+
+class InvalidTimestampError(KafkaLogError, ValueError):
+    """A record timestamp is outside the topic's allowed bounds."""
+
+
+class InvalidConfigError(KafkaLogError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range; names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"invalid value for '{key}': {message}")
+        self.key = key
+
+
+class InvalidTopicError(KafkaLogError, ValueError):
+    """A topic or partition directory name breaks Kafka's naming rules."""
+
+
+class OffsetOutOfRangeError(KafkaLogError, IndexError):
+    """An offset outside ``[log_start_offset, log_end_offset]`` was requested."""
+
+
+class InvalidOffsetError(KafkaLogError, ValueError):
+    """An offset that breaks an ordering rule (index appends, segment bases)."""
+
+
+class LogClosedError(KafkaLogError):
+    """An operation was attempted on a closed log, segment or index."""

@@ -1,0 +1,24 @@
+"""Checksums: CRC-32C for v2 batches and snapshots, CRC-32 (IEEE) for v0/v1 messages.
+
+Why: one place names which polynomial covers which format (mixing them is the classic bug).
+Refuses: a pure-Python CRC; the ``crc32c`` package computes in hardware and accepts memoryviews
+of mmaps without a copy.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import crc32c as _crc32c
+
+Buffer = bytes | bytearray | memoryview
+
+
+def crc32c(data: Buffer) -> int:
+    """CRC-32C (Castagnoli) as an unsigned 32-bit value."""
+    return int(_crc32c.crc32c(data))
+
+
+def crc32(data: Buffer) -> int:
+    """CRC-32 (IEEE, zlib) as an unsigned 32-bit value."""
+    return zlib.crc32(data) & 0xFFFFFFFF

@@ -1,0 +1,208 @@
+"""The one scanner: walks batches of any magic laid back to back in a buffer (spec §1.1).
+
+Why: recovery, index rebuilds, reads, the dump tool, the cleaner and the Spark reader all need to
+walk batches and know where the valid prefix ends. They all use this code, so a second
+"read length, read magic" loop anywhere else is a bug (DESIGN.md habit 3). The scanner never
+raises mid-stream: it stops and reports the length of the valid prefix and why it stopped.
+Refuses: I/O (callers pass a buffer or an mmap view) and deciding what to do about damage.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator
+
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.records.batch import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    RecordBatchHeader,
+)
+from kafkalog.records.legacy import MIN_MESSAGE_SIZE, LegacyRecordBatch
+
+Buffer = bytes | bytearray | memoryview
+AnyBatch = RecordBatch | LegacyRecordBatch
+
+# offset int64, size int32, (crc | partition leader epoch) int32, magic int8
+_PREFIX = struct.Struct(">qiib")
+HEADER_SIZE_UP_TO_MAGIC = _PREFIX.size  # 17
+MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # 14: the smallest legal v0 message
+
+assert MAGIC_OFFSET + 1 == HEADER_SIZE_UP_TO_MAGIC
+
+
+class ScanStop(enum.Enum):
+    """Why a scan ended. Only ``END`` and ``TRUNCATED`` are not damage."""
+
+    END = "end"  # every byte belonged to a complete batch
+    TRUNCATED = "truncated"  # a partial batch at the end (normal for a live tail or a slice)
+    BAD_SIZE = "bad size"
+    BAD_MAGIC = "bad magic"
+    BAD_CRC = "bad crc"
+    BAD_RECORDS = "bad records"  # deep scans only: the records inside a batch are malformed
+
+    @property
+    def is_corruption(self) -> bool:
+        return self not in (ScanStop.END, ScanStop.TRUNCATED)
+
+
+def next_batch_size(buffer: Buffer, position: int = 0) -> int | None:
+    """Kafka's probe: the size of the next batch, or None if not enough bytes to tell."""
+    remaining = len(buffer) - position
+    if remaining < LOG_OVERHEAD:
+        return None
+    (size,) = struct.unpack_from(">i", buffer, position + 8)
+    if size < MIN_ENTRY_SIZE:
+        raise CorruptRecordError(f"record size {size} is below the minimum {MIN_ENTRY_SIZE}")
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    magic = buffer[position + MAGIC_OFFSET]
+    if magic not in (0, 1, 2):
+        raise CorruptRecordError(f"invalid magic {magic}")
+    return int(size) + LOG_OVERHEAD
+
+
+class BatchScanner:
+    """Iterate the complete, valid batches of ``buffer[start:end]``.
+
+    After iteration: ``valid_bytes`` is the end position (absolute in ``buffer``) of the valid
+    prefix, ``stop`` says why the scan ended and ``error`` describes damage (never raised).
+    ``verify_crc`` checks each batch's checksum; ``deep`` also decodes each batch's records;
+    ``max_batch_size`` rejects larger batches as BAD_SIZE. Single use; not thread-safe.
+    """
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        verify_crc: bool = True,
+        deep: bool = False,
+        max_batch_size: int | None = None,
+        file: str | None = None,
+    ) -> None:
+        self._view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        if self._view.ndim != 1 or self._view.itemsize != 1:
+            self._view = self._view.cast("B")
+        self._start = start
+        self._end = len(self._view) if end is None else min(end, len(self._view))
+        self.verify_crc = verify_crc
+        self.deep = deep
+        self.max_batch_size = max_batch_size
+        self.file = file
+        self.valid_bytes = start
+        self.batches_read = 0
+        self.stop: ScanStop | None = None
+        self.error: CorruptRecordError | None = None
+
+    def _fail(self, stop: ScanStop, message: str, position: int, offset: int | None) -> None:
+        self.stop = stop
+        self.error = CorruptRecordError(message, file=self.file, position=position, offset=offset)
+
+    def __iter__(self) -> Iterator[AnyBatch]:
+        view = self._view
+        end = self._end
+        pos = self._start
+        prefix = _PREFIX.unpack_from
+        header_unpack = HEADER_STRUCT.unpack_from
+        verify = self.verify_crc
+        max_size = self.max_batch_size
+        while True:
+            if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+                self.stop = ScanStop.END if pos == end else ScanStop.TRUNCATED
+                return
+            offset, size, _, magic = prefix(view, pos)
+            if size < MIN_ENTRY_SIZE:
+                self._fail(
+                    ScanStop.BAD_SIZE,
+                    f"batch size {size} is below the minimum {MIN_ENTRY_SIZE}",
+                    pos,
+                    offset,
+                )
+                return
+            total = size + LOG_OVERHEAD
+            if max_size is not None and total > max_size:
+                self._fail(
+                    ScanStop.BAD_SIZE,
+                    f"batch size {total} exceeds the maximum {max_size}",
+                    pos,
+                    offset,
+                )
+                return
+            if magic == 2:
+                if total < RECORD_BATCH_OVERHEAD:
+                    self._fail(
+                        ScanStop.BAD_SIZE,
+                        f"v2 batch size {total} is below the {RECORD_BATCH_OVERHEAD}-byte header",
+                        pos,
+                        offset,
+                    )
+                    return
+                if pos + total > end:
+                    self.stop = ScanStop.TRUNCATED
+                    return
+                batch: AnyBatch = RecordBatch(
+                    view[pos : pos + total], RecordBatchHeader._make(header_unpack(view, pos)), pos
+                )
+            elif magic in (0, 1):
+                if pos + total > end:
+                    self.stop = ScanStop.TRUNCATED
+                    return
+                try:
+                    batch = LegacyRecordBatch(view[pos : pos + total], pos)
+                except CorruptRecordError as err:
+                    self._fail(ScanStop.BAD_SIZE, err.reason, pos, offset)
+                    return
+            else:
+                self._fail(ScanStop.BAD_MAGIC, f"invalid magic {magic}", pos, offset)
+                return
+            if verify and not batch.is_valid():
+                try:
+                    batch.ensure_valid()
+                except CorruptRecordError as err:
+                    self._fail(ScanStop.BAD_CRC, err.reason, pos, offset)
+                    return
+            if self.deep:
+                try:
+                    batch.records()
+                except KafkaLogError as err:
+                    reason = err.reason if isinstance(err, CorruptRecordError) else str(err)
+                    self._fail(ScanStop.BAD_RECORDS, reason, pos, offset)
+                    return
+            pos += total
+            self.valid_bytes = pos
+            self.batches_read += 1
+            yield batch
+
+
+def scan(buffer: Buffer, **options: object) -> BatchScanner:
+    """Shorthand for ``BatchScanner(buffer, **options)``."""
+    return BatchScanner(buffer, **options)  # type: ignore[arg-type]
+
+
+def decode_batch(buffer: Buffer, *, verify_crc: bool = True) -> AnyBatch:
+    """Decode a buffer that must hold exactly one complete, valid batch (a producer's request,
+    a staged file). Unlike a scan of a live tail, a size that disagrees with the buffer is an
+    error here, not a partial batch."""
+    scanner = BatchScanner(buffer, verify_crc=verify_crc)
+    found = list(scanner)
+    if scanner.error is not None:
+        raise scanner.error
+    if len(found) == 1 and scanner.stop is ScanStop.END:
+        return found[0]
+    view = memoryview(buffer)
+    if len(view) >= LOG_OVERHEAD:
+        (size,) = struct.unpack_from(">i", view, 8)
+        declared = f"declares {size + LOG_OVERHEAD} bytes"
+    else:
+        declared = "has no complete size field"
+    raise CorruptRecordError(
+        f"buffer of {len(view)} bytes does not hold exactly one batch: "
+        f"{len(found)} complete batch(es), the first {declared}",
+        position=0,
+    )

@@ -1,0 +1,154 @@
+"""The glossary: offset and timestamp types, enums and identifiers shared by every layer.
+
+Why: offsets, byte positions and timestamps are all Python ints; NewTypes keep them apart in
+signatures, and the enums carry Kafka's wire ids so no layer re-declares them. Refuses: any logic
+beyond naming and parsing these values.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import NamedTuple, NewType
+
+from kafkalog.errors import InvalidTopicError, UnsupportedCompressionTypeError
+
+Offset = NewType("Offset", int)
+"""A record offset within a partition."""
+Position = NewType("Position", int)
+"""A byte offset within a file."""
+TimestampMs = NewType("TimestampMs", int)
+"""Milliseconds since the epoch; -1 means "no timestamp"."""
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class TimestampType(enum.IntEnum):
+    """Kafka's timestamp types, with the ids Spark's ``timestampType`` column reports."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def display_name(self) -> str:
+        """The name Kafka prints (``CreateTime``, ``LogAppendTime``, ``NoTimestampType``)."""
+        return _TIMESTAMP_TYPE_NAMES[self]
+
+    @classmethod
+    def parse(cls, value: TimestampType | str | int) -> TimestampType:
+        if isinstance(value, TimestampType):
+            return value
+        if isinstance(value, int):
+            return cls(value)
+        for member, name in _TIMESTAMP_TYPE_NAMES.items():
+            if value == name or value.upper() == member.name:
+                return member
+        raise ValueError(f"unknown timestamp type {value!r} (expected CreateTime or LogAppendTime)")
+
+
+_TIMESTAMP_TYPE_NAMES = {
+    TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+
+class CompressionType(enum.IntEnum):
+    """Kafka's compression codecs with their attribute ids (bits 0-2)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka uses in configs and tools (``none``, ``gzip``, ...)."""
+        return self.name.lower()
+
+    @classmethod
+    def from_id(cls, codec_id: int) -> CompressionType:
+        try:
+            return cls(codec_id)
+        except ValueError:
+            raise UnsupportedCompressionTypeError(
+                f"unknown compression type id: {codec_id}", codec_id=codec_id
+            ) from None
+
+    @classmethod
+    def parse(cls, value: CompressionType | str | int | None) -> CompressionType:
+        """Accept an enum, a codec id, or a Kafka name (``uncompressed`` means none)."""
+        if value is None:
+            return cls.NONE
+        if isinstance(value, CompressionType):
+            return value
+        if isinstance(value, int):
+            return cls.from_id(value)
+        name = value.strip().lower()
+        if name == "uncompressed":
+            return cls.NONE
+        for member in cls:
+            if member.kafka_name == name:
+                return member
+        raise UnsupportedCompressionTypeError(
+            f"unknown compression type {value!r} (expected one of none, gzip, snappy, lz4, zstd)"
+        )
+
+
+class ControlRecordType(enum.IntEnum):
+    """Types of control records (key schema v0). Unknown ids are tolerated on read."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+    UNKNOWN = -1
+
+
+class IsolationLevel(enum.Enum):
+    """Consumer isolation: what a read may return."""
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def validate_topic_name(topic: str) -> str:
+    """Kafka's topic-name rules: legal characters, at most 249 characters, not ``.`` or ``..``."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidTopicError("topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {topic!r}")
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(topic)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.match(topic):
+        raise InvalidTopicError(
+            f"topic name {topic!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        )
+    return topic
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition number; its directory name is ``<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"

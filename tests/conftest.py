@@ -1,0 +1,34 @@
+"""Test-wide settings: hypothesis is derandomized so every run explores the same examples."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "kafkalog",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=int(os.environ.get("KAFKALOG_EXAMPLES", "100")),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile("kafkalog")
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden_bytes(name: str) -> bytes:
+    return bytes.fromhex("".join((GOLDEN / name).read_text().split()))
+
+
+@pytest.fixture
+def golden() -> type:
+    class _G:
+        load = staticmethod(golden_bytes)
+
+    return _G

@@ -1,0 +1,44 @@
+"""The shape DESIGN.md asks for, checked: layers, sans-IO records, module size, module headers."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "kafkalog"
+MODULES = sorted(p for p in SRC.rglob("*.py"))
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe is not None, "import-linter is a dev dependency"
+    result = subprocess.run(
+        [exe], check=False, capture_output=True, text=True, cwd=SRC.parent.parent
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" in result.stdout and "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_module_budget_and_header(path: Path) -> None:
+    text = path.read_text()
+    assert len(text.splitlines()) <= 600, f"{path.name} is over 600 lines: extract a collaborator"
+    doc = ast.get_docstring(ast.parse(text))
+    assert doc, f"{path.name} must open with why it exists and what it refuses to do"
+
+
+def test_no_time_or_os_calls_in_records() -> None:
+    for path in (SRC / "records").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                )
+                for name in names:
+                    assert name not in {"os", "time", "mmap", "io", "logging"}, (path, name)

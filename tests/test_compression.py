@@ -1,0 +1,129 @@
+"""Kafka's compression framings (spec §1.6)."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from kafkalog import (
+    CompressionType,
+    CorruptRecordError,
+    InvalidConfigError,
+    MemoryRecords,
+    Record,
+    UnsupportedCompressionTypeError,
+)
+from kafkalog.records import compression as c
+
+DATA = b"kafka log storage " * 5000  # 90 KB: several snappy blocks, two LZ4 blocks
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_round_trip_every_codec(codec: CompressionType) -> None:
+    assert c.decompress(codec, c.compress(codec, DATA)) == DATA
+
+
+def test_snappy_uses_xerial_framing_with_32k_blocks() -> None:
+    out = c.compress(CompressionType.SNAPPY, DATA)
+    assert out[:16] == b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    (first_block,) = struct.unpack_from(">i", out, 16)
+    block = bytes(cramjam.snappy.decompress_raw(out[20 : 20 + first_block]))
+    assert block == DATA[: 32 * 1024]
+
+
+def test_snappy_reader_accepts_a_raw_block() -> None:
+    raw = bytes(cramjam.snappy.compress_raw(DATA))
+    assert c.decompress(CompressionType.SNAPPY, raw) == DATA
+
+
+def test_lz4_frame_header_is_kafkas() -> None:
+    out = c.compress(CompressionType.LZ4, DATA)
+    assert out[:7] == bytes.fromhex("04224d18604082")
+    assert out[-4:] == b"\x00\x00\x00\x00"  # end mark, no content checksum
+
+
+def test_lz4_magic0_writes_and_accepts_the_broken_header_checksum() -> None:
+    out = c.compress(CompressionType.LZ4, DATA, magic=0)
+    assert out[:7] == bytes.fromhex("04224d1860401a")
+    assert c.decompress(CompressionType.LZ4, out, magic=0) == DATA
+    # the same broken checksum is an error for magic 1 and 2
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        c.decompress(CompressionType.LZ4, out, magic=1)
+    # and a correct checksum is also fine for magic 0
+    good = c.compress(CompressionType.LZ4, DATA, magic=2)
+    assert c.decompress(CompressionType.LZ4, good, magic=0) == DATA
+
+
+def test_lz4_linked_blocks_are_rejected() -> None:
+    linked = lz4.frame.compress(DATA, block_linked=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
+    with pytest.raises(CorruptRecordError, match="independent"):
+        c.decompress(CompressionType.LZ4, linked)
+
+
+def test_lz4_content_size_and_checksums_are_accepted() -> None:
+    framed = lz4.frame.compress(
+        DATA, block_linked=False, store_size=True, content_checksum=True, block_checksum=True
+    )
+    assert c.decompress(CompressionType.LZ4, framed) == DATA
+
+
+def test_zstd_is_only_for_magic_2() -> None:
+    with pytest.raises(UnsupportedCompressionTypeError, match="magic 2"):
+        c.compress(CompressionType.ZSTD, DATA, magic=1)
+    with pytest.raises(UnsupportedCompressionTypeError):
+        MemoryRecords.build([Record(b"x")], magic=0, compression="zstd")
+
+
+def test_zstd_reads_streamed_frames_without_content_size() -> None:
+    compressor = zstandard.ZstdCompressor(write_content_size=False)
+    obj = compressor.compressobj()
+    frame = obj.compress(DATA) + obj.flush()
+    assert c.decompress(CompressionType.ZSTD, frame + frame) == DATA + DATA
+
+
+def test_gzip_defaults_to_level_6() -> None:
+    out = c.compress(CompressionType.GZIP, DATA)
+    assert (
+        out == zlib.compressobj(6, zlib.DEFLATED, 31).compress(DATA) + b""
+        or gzip.decompress(out) == DATA
+    )
+    level6 = zlib.compressobj(6, zlib.DEFLATED, 31)
+    assert out == level6.compress(DATA) + level6.flush()
+    assert c.compress(CompressionType.GZIP, DATA, level=-1) == out
+
+
+def test_gzip_reads_concatenated_members() -> None:
+    two = gzip.compress(b"ab", mtime=0) + gzip.compress(b"cd", mtime=0)
+    assert c.decompress(CompressionType.GZIP, two) == b"abcd"
+
+
+def test_unknown_codec_id_is_a_typed_error_naming_the_id() -> None:
+    with pytest.raises(UnsupportedCompressionTypeError, match="id: 6") as info:
+        CompressionType.from_id(6)
+    assert info.value.codec_id == 6
+    with pytest.raises(UnsupportedCompressionTypeError, match="brotli"):
+        CompressionType.parse("brotli")
+
+
+def test_levels_are_validated_with_kafka_key_names() -> None:
+    with pytest.raises(InvalidConfigError, match=r"compression\.gzip\.level"):
+        c.compress(CompressionType.GZIP, DATA, level=10)
+    with pytest.raises(InvalidConfigError, match=r"compression\.lz4\.level"):
+        c.compress(CompressionType.LZ4, DATA, level=18)
+    assert (
+        c.decompress(CompressionType.LZ4, c.compress(CompressionType.LZ4, DATA, level=12)) == DATA
+    )
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c is not CompressionType.NONE])
+def test_garbage_and_truncation_raise_corrupt_record(codec: CompressionType) -> None:
+    good = c.compress(codec, DATA)
+    for bad in (b"", b"\x00" * 20, good[: len(good) // 2], good[:5] + b"\xff" * 40):
+        with pytest.raises(CorruptRecordError):
+            c.decompress(codec, bad)
