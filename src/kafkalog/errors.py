@@ -107,3 +107,16 @@ class InvalidOffsetError(KafkaLogError, ValueError):
 
 class LogClosedError(KafkaLogError):
     """An operation was attempted on a closed log, segment or index."""
+
+
+class UnexpectedAppendOffsetError(KafkaLogError, ValueError):
+    """A follower append whose first offset is below the log end offset."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class OffsetsOutOfOrderError(KafkaLogError, ValueError):
+    """A follower append whose batches' offsets do not increase."""

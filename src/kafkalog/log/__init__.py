@@ -1,0 +1,1 @@
+"""kafkalog.log: one partition (spec §4-§11): config, the Log, loader, validator, policies."""

@@ -1,0 +1,80 @@
+"""Turning Python ``Record`` objects into leader-ready batches (the ``Log.append`` path).
+
+Why: records built in-process need what a Java producer plus the leader's validator would do
+(timestamps filled in, keys required on compacted topics, timestamp bounds, offsets from the log
+end, one batch per ``max.message.bytes``), without encoding and then decoding them again.
+Refuses: I/O; the Log writes what this returns.
+"""
+
+from __future__ import annotations
+
+from kafkalog.errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
+from kafkalog.log.config import LogConfig
+from kafkalog.records import MemoryRecords, Record, RecordBatchBuilder
+from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
+
+
+def check_records(config: LogConfig, recs: list[Record], now: int) -> None:
+    """Keys on compacted topics and the CreateTime timestamp bounds, per record."""
+    errors = []
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
+    for i, rec in enumerate(recs):
+        if config.compact and rec.key is None:
+            raise InvalidRecordError(
+                f"record {i}: compacted topic cannot accept message without key"
+            )
+        ts = rec.timestamp
+        if (
+            check_ts
+            and ts is not None
+            and ts != NO_TIMESTAMP
+            and (now - ts > before or ts - now > after)
+        ):
+            errors.append(f"record {i}: timestamp {ts} is out of range (now {now})")
+    if errors:
+        raise InvalidTimestampError("; ".join(errors[:3]))
+
+
+def build_batches(
+    config: LogConfig,
+    recs: list[Record],
+    first: int,
+    now: int,
+    codec: CompressionType,
+    epoch: int,
+) -> list[bytes]:
+    """One batch at offset ``first``, or, if it would exceed max.message.bytes, the records split
+    in halves (recursively). A single record too large for a batch is RecordTooLargeError."""
+    log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+    b = RecordBatchBuilder(
+        compression=codec,
+        compression_level=config.compression_level(codec),
+        timestamp_type=config.message_timestamp_type,
+        base_offset=first,
+        partition_leader_epoch=epoch,
+        log_append_time=now if log_append else None,
+    )
+    for rec in recs:
+        b.append(rec.value, rec.key, rec.headers, now if rec.timestamp is None else rec.timestamp)
+    out = b.build()
+    limit = config.max_message_bytes
+    if len(out) <= limit:
+        return [out]
+    if len(recs) == 1:
+        raise RecordTooLargeError(
+            f"a record batch of {len(out)} bytes is larger than max.message.bytes {limit}"
+        )
+    half = len(recs) // 2
+    return build_batches(config, recs[:half], first, now, codec, epoch) + build_batches(
+        config, recs[half:], first + half, now, codec, epoch
+    )
+
+
+def shallow_offset_of(chunks: list[bytes], max_ts: int) -> int:
+    """Last offset of the first batch whose max timestamp is ``max_ts``."""
+    for chunk in chunks:
+        batch = MemoryRecords(chunk).first_batch()
+        if batch is not None and batch.max_timestamp == max_ts:
+            return batch.last_offset
+    return -1

@@ -1,0 +1,155 @@
+"""The Log's read path: reads bounded by the high watermark, offset metadata, and the
+timestamp and ListOffsets lookups (spec §7).
+
+Why: reads never take the log lock; they work from the segment list's snapshot and the offset
+metadata the writer publishes, so this half of the Log stands apart from the write path.
+Refuses: any mutation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.log.leader_epoch import LeaderEpochCache
+from kafkalog.records import Record
+from kafkalog.storage.file_records import TimestampAndOffset
+from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata
+from kafkalog.storage.segments import LogSegments
+from kafkalog.types import NO_TIMESTAMP, IsolationLevel
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class ReadPath:
+    """Mixed into Log; reads only the attributes declared here."""
+
+    directory: Path
+    segments: LogSegments
+    leader_epoch_cache: LeaderEpochCache
+    _leo: LogOffsetMetadata
+    _high_watermark: LogOffsetMetadata
+    _log_start_offset: int
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo.message_offset
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Resolve an offset to (offset, segment base, position of the batch holding it)."""
+        leo = self._leo
+        if offset >= leo.message_offset:
+            return leo
+        seg = self.segments.floor_segment(offset)
+        if seg is None:
+            return LogOffsetMetadata(offset)
+        found = seg.translate_offset(offset)
+        return LogOffsetMetadata(
+            offset, seg.base_offset, seg.size if found is None else found.position
+        )
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        isolation: IsolationLevel | None = None,
+    ) -> FetchDataInfo:
+        """Read from ``start_offset``: whole batches as a file slice, up to ``max_bytes`` (the
+        first batch whole if ``min_one_message``), never past the high watermark or ``max_offset``.
+        """
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+        leo = self._leo
+        log_start = self._log_start_offset
+        if start_offset < log_start or start_offset > leo.message_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range [{log_start}, {leo.message_offset}] of "
+                f"{self.directory.name}"
+            )
+        upper = self._high_watermark
+        if max_offset is not None and max_offset < upper.message_offset:
+            upper = self._offset_metadata(max(max_offset, start_offset))
+        aborted: list[tuple[int, int]] | None = (
+            [] if isolation is IsolationLevel.READ_COMMITTED else None
+        )
+        if start_offset >= upper.message_offset:
+            meta = (
+                upper
+                if start_offset == upper.message_offset
+                else self._offset_metadata(start_offset)
+            )
+            return FetchDataInfo(meta, None, aborted_transactions=aborted)
+        seg = self.segments.floor_segment(start_offset)
+        while seg is not None:
+            if seg.base_offset < upper.segment_base_offset:
+                max_position = seg.size
+            elif seg.base_offset == upper.segment_base_offset:
+                max_position = upper.relative_position_in_segment
+            else:
+                break
+            info = seg.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                if aborted is not None:
+                    return FetchDataInfo(
+                        info.fetch_offset_metadata,
+                        info.records,
+                        info.first_entry_incomplete,
+                        aborted,
+                    )
+                return info
+            seg = self.segments.higher_segment(seg.base_offset)
+        return FetchDataInfo(self._leo, None, aborted_transactions=aborted)
+
+    def read_records(self, start_offset: int, max_bytes: int = 1 << 20) -> list[Record]:
+        """Convenience: the records at or after ``start_offset`` in one read (control records
+        and earlier records of the first batch are skipped)."""
+        info = self.read(start_offset, max_bytes)
+        if info.records is None:
+            return []
+        out: list[Record] = []
+        for batch in info.records.records().batches():
+            if not batch.is_control:
+                out.extend(r for r in batch if r.offset >= start_offset)
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``timestamp`` (spec §7.4), or None."""
+        if timestamp < 0:
+            return self.list_offsets(timestamp)
+        for seg in self.segments:
+            if seg.largest_timestamp() >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def list_offsets(self, target: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or a timestamp >= 0."""
+        if target == EARLIEST_TIMESTAMP:
+            first = self.leader_epoch_cache.earliest()
+            epoch = first[0] if first and first[1] <= self._log_start_offset else None
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+        if target == LATEST_TIMESTAMP:
+            return TimestampAndOffset(
+                NO_TIMESTAMP, self.log_end_offset, self.leader_epoch_cache.latest_epoch()
+            )
+        if target == MAX_TIMESTAMP:
+            best = None
+            for seg in self.segments:
+                if seg.max_timestamp_so_far >= 0 and (
+                    best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far
+                ):
+                    best = seg
+            if best is None:
+                return None
+            ts = best.max_timestamp_so_far
+            return best.find_offset_by_timestamp(ts, self._log_start_offset)
+        if target < 0:
+            raise ValueError(f"unknown special timestamp {target}")
+        return self.offset_for_timestamp(target)

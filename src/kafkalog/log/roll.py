@@ -1,0 +1,63 @@
+"""When to roll the active segment (spec §5): a pure function of segment facts and the append.
+
+Why: the rule has five clauses and one subtle exception (empty segments never roll for time);
+as a pure function each clause gets its own test row (DESIGN.md habit 5). Refuses: I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kafkalog.types import INT32_MAX
+
+
+class RollReason(enum.Enum):
+    SIZE = "segment.bytes"
+    TIME = "segment.ms"
+    OFFSET_INDEX_FULL = "offset index full"
+    TIME_INDEX_FULL = "time index full"
+    OFFSET_OVERFLOW = "relative offset overflow"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFacts:
+    base_offset: int
+    size: int
+    time_waited_for_roll: int
+    roll_jitter_ms: int
+    offset_index_full: bool
+    time_index_full: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """The incoming append, as the roll rule sees it."""
+
+    max_segment_bytes: int
+    max_segment_ms: int
+    messages_size: int
+    max_offset_in_messages: int
+
+
+def should_roll(segment: SegmentFacts, params: RollParams) -> RollReason | None:
+    if segment.size > params.max_segment_bytes - params.messages_size:
+        return RollReason.SIZE
+    if (
+        segment.size > 0
+        and segment.time_waited_for_roll > params.max_segment_ms - segment.roll_jitter_ms
+    ):
+        return RollReason.TIME
+    if segment.offset_index_full:
+        return RollReason.OFFSET_INDEX_FULL
+    if segment.time_index_full:
+        return RollReason.TIME_INDEX_FULL
+    relative = params.max_offset_in_messages - segment.base_offset
+    if not 0 <= relative <= INT32_MAX:
+        return RollReason.OFFSET_OVERFLOW
+    return None
+
+
+def new_segment_base(roll_offset: int | None, log_end_offset: int) -> int:
+    """A new segment starts at max(first offset of the append, LEO) (spec §5)."""
+    return log_end_offset if roll_offset is None else max(roll_offset, log_end_offset)

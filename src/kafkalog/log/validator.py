@@ -1,0 +1,299 @@
+"""Append validation: the analysis every append runs, and the leader's offset assignment
+(spec §6.2-§6.4).
+
+Why: a leader must check producer batches (sizes, counts, keys on compacted topics, timestamp
+bounds), give them offsets from the log end, set the leader epoch and max timestamp, and convert
+or recompress to the topic's codec, exactly as Kafka's LogValidator does; followers need only the
+batch-level analysis. Refuses: I/O, and writing anything (the Log writes what this returns).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+)
+from kafkalog.log.config import LogConfig
+from kafkalog.records import AnyBatch, BatchScanner, RecordBatch, RecordBatchBuilder
+from kafkalog.records.batch import set_last_offset, set_max_timestamp, set_partition_leader_epoch
+from kafkalog.records.record import Record
+from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
+
+
+class AppendOrigin(enum.Enum):
+    CLIENT = "client"  # a producer: offsets assigned, everything checked
+    COORDINATOR = "coordinator"  # transaction markers and internal writes
+    REPLICATION = "replication"  # a follower: offsets kept, batch-level checks only
+
+
+@dataclass(slots=True)
+class Analysis:
+    """The batch-level facts of an append (Kafka's analyzeAndValidateRecords)."""
+
+    batches: list[AnyBatch]
+    valid_bytes: int
+    first_offset: int  # -1 when unknown (legacy data)
+    last_offset: int
+    last_offset_of_first_batch: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    source_compression: CompressionType
+    last_leader_epoch: int
+    record_count: int
+    monotonic: bool
+
+
+def analyze(
+    data: bytes | bytearray | memoryview,
+    config: LogConfig,
+    origin: AppendOrigin,
+    *,
+    check_sizes: bool = True,
+) -> Analysis:
+    """Walk the batches once: CRC and size checks, offsets, max timestamp, codec."""
+    scanner = BatchScanner(data, verify_crc=True)
+    batches: list[AnyBatch] = []
+    first_offset = -1
+    last_offset = -1
+    last_of_first = -1
+    max_ts = NO_TIMESTAMP
+    shallow = -1
+    source = CompressionType.NONE
+    epoch = -1
+    count = 0
+    monotonic = True
+    for batch in scanner:
+        if origin is AppendOrigin.CLIENT and batch.magic >= 2 and batch.base_offset != 0:
+            raise InvalidRecordError(
+                f"a producer batch must have base offset 0, not {batch.base_offset}"
+            )
+        if not batches:
+            first_offset = batch.base_offset if batch.magic >= 2 else -1
+            last_of_first = batch.last_offset
+        if batch.last_offset <= last_offset:
+            monotonic = False
+        last_offset = batch.last_offset
+        if check_sizes and batch.size_in_bytes > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {batch.size_in_bytes} bytes is larger than max.message.bytes "
+                f"{config.max_message_bytes}"
+            )
+        if batch.max_timestamp > max_ts:
+            max_ts = batch.max_timestamp
+            shallow = batch.last_offset
+        if batch.compression is not CompressionType.NONE:
+            source = batch.compression
+        if isinstance(batch, RecordBatch):
+            epoch = batch.partition_leader_epoch
+            count += batch.records_count
+        else:
+            count += 1 if batch.compression is CompressionType.NONE else 0
+        batches.append(batch)
+    if scanner.error is not None:
+        raise scanner.error
+    if origin is AppendOrigin.REPLICATION and not monotonic:
+        raise OffsetsOutOfOrderError(
+            f"out of order offsets in the appended batches (last offset {last_offset})"
+        )
+    return Analysis(
+        batches,
+        scanner.valid_bytes,
+        first_offset,
+        last_offset,
+        last_of_first,
+        max_ts,
+        shallow,
+        source,
+        epoch,
+        count,
+        monotonic,
+    )
+
+
+@dataclass(slots=True)
+class ValidatedRecords:
+    """What the leader writes: bytes with offsets assigned, and their facts."""
+
+    data: bytes | bytearray
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int
+    record_count: int
+    target_compression: CompressionType
+    converted: bool
+    batches: list[AnyBatch] = field(default_factory=list)
+
+
+def _check_batch(batch: AnyBatch, origin: AppendOrigin) -> None:
+    if origin is not AppendOrigin.CLIENT:
+        return
+    if isinstance(batch, RecordBatch):
+        count = batch.records_count
+        span = batch.last_offset - batch.base_offset + 1
+        if span <= 0 or count <= 0 or span != count:
+            raise InvalidRecordError(
+                f"inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] and "
+                f"record count {count}"
+            )
+        if batch.is_control:
+            raise InvalidRecordError("clients are not allowed to write control records")
+        if batch.producer_id >= 0 and batch.base_sequence < 0:
+            raise InvalidRecordError(
+                f"invalid sequence {batch.base_sequence} for producer {batch.producer_id}"
+            )
+
+
+def _check_records(
+    records: list[Record], batch: AnyBatch, config: LogConfig, now: int, origin: AppendOrigin
+) -> None:
+    if origin is not AppendOrigin.CLIENT:
+        return
+    errors: list[tuple[int, str]] = []
+    timestamp_error = False
+    if (
+        config.message_timestamp_type is TimestampType.CREATE_TIME
+        and batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    ):
+        raise InvalidTimestampError("a producer cannot send LogAppendTime to a CreateTime topic")
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
+    compact = config.compact
+    for i, rec in enumerate(records):
+        if compact and rec.key is None:
+            errors.append((i, "compacted topic cannot accept message without key"))
+        ts = rec.timestamp if rec.timestamp is not None else NO_TIMESTAMP
+        if check_ts and ts != NO_TIMESTAMP and (now - ts > before or ts - now > after):
+            errors.append((i, f"timestamp {ts} is out of range (now {now})"))
+            timestamp_error = True
+    if errors:
+        detail = "; ".join(f"record {i}: {msg}" for i, msg in errors[:3])
+        if timestamp_error:
+            raise InvalidTimestampError(detail)
+        raise InvalidRecordError(detail)
+
+
+def assign_offsets(
+    analysis: Analysis,
+    data: bytes | bytearray | memoryview,
+    *,
+    next_offset: int,
+    config: LogConfig,
+    now: int,
+    leader_epoch: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
+) -> ValidatedRecords:
+    """Leader validation and offset assignment: in place, convert, or recompress (spec §6.3)."""
+    batches = analysis.batches
+    if not batches:
+        return ValidatedRecords(
+            b"",
+            next_offset,
+            next_offset - 1,
+            NO_TIMESTAMP,
+            -1,
+            NO_TIMESTAMP,
+            0,
+            CompressionType.NONE,
+            False,
+        )
+    magic = batches[0].magic
+    for b in batches:
+        if b.magic != magic:
+            raise InvalidRecordError("all batches of an append must have the same magic")
+    source = analysis.source_compression
+    target = config.target_compression
+    target = source if target is None else target
+    log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+    append_time = now if log_append else NO_TIMESTAMP
+    if magic >= 2 and len(batches) > 1:
+        raise InvalidRecordError("a producer append must hold exactly one record batch")
+    for b in batches:
+        _check_batch(b, origin)
+        if magic < 2 and (b.producer_id >= 0 or b.is_transactional):
+            raise InvalidRecordError("idempotent or transactional data needs magic 2")
+    records = [r for b in batches for r in b]
+    for b in batches:
+        _check_records(list(b), b, config, now, origin)
+    first = batches[0]
+    in_place = (
+        magic == 2
+        and source is target
+        and isinstance(first, RecordBatch)
+        and (source is CompressionType.NONE or _relative_offsets_ok(records, first))
+    )
+    if in_place:
+        assert isinstance(first, RecordBatch)
+        buf = bytearray(first.buffer)
+        last = next_offset + first.records_count - 1
+        set_last_offset(buf, 0, last)
+        set_partition_leader_epoch(buf, 0, leader_epoch)
+        if log_append:
+            set_max_timestamp(buf, 0, TimestampType.LOG_APPEND_TIME, now)
+            max_ts, shallow = now, last
+        else:
+            max_ts = max(
+                (NO_TIMESTAMP if r.timestamp is None else r.timestamp for r in records),
+                default=NO_TIMESTAMP,
+            )
+            set_max_timestamp(buf, 0, TimestampType.CREATE_TIME, max_ts)
+            shallow = last
+        return ValidatedRecords(
+            buf, next_offset, last, max_ts, shallow, append_time, first.records_count, target, False
+        )
+    # convert (legacy input) or recompress: one new batch at the log end
+    producer = first if isinstance(first, RecordBatch) else None
+    builder = RecordBatchBuilder(
+        compression=target,
+        compression_level=config.compression_level(target),
+        timestamp_type=config.message_timestamp_type,
+        base_offset=next_offset,
+        producer_id=producer.producer_id if producer else -1,
+        producer_epoch=producer.producer_epoch if producer else -1,
+        base_sequence=producer.base_sequence if producer else -1,
+        is_transactional=producer.is_transactional if producer else False,
+        partition_leader_epoch=leader_epoch,
+        log_append_time=now if log_append else None,
+    )
+    for rec in records:
+        builder.append(rec.value, rec.key, rec.headers, rec.timestamp)
+    out = builder.build()
+    last = next_offset + len(records) - 1
+    if len(out) > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"converted batch of {len(out)} bytes is larger than max.message.bytes "
+            f"{config.max_message_bytes}"
+        )
+    if log_append:
+        max_ts = now
+    else:
+        max_ts = max(
+            (r.timestamp if r.timestamp is not None else NO_TIMESTAMP for r in records),
+            default=NO_TIMESTAMP,
+        )
+    return ValidatedRecords(
+        out, next_offset, last, max_ts, last, append_time, len(records), target, True
+    )
+
+
+def _relative_offsets_ok(records: list[Record], batch: RecordBatch) -> bool:
+    base = batch.base_offset
+    return all(r.offset == base + i for i, r in enumerate(records))
+
+
+def check_corrupt_free(data: bytes) -> None:
+    """Raise if ``data`` is not a sequence of complete, valid batches (used by tests)."""
+    scanner = BatchScanner(data)
+    for _ in scanner:
+        pass
+    if scanner.error is not None:
+        raise scanner.error
+    if scanner.valid_bytes != len(data):
+        raise CorruptRecordError(f"{len(data) - scanner.valid_bytes} trailing bytes")

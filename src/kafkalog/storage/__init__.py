@@ -1,0 +1,6 @@
+"""kafkalog.storage: file I/O, one on-disk noun per module, no policy (spec §2-§4, §8).
+
+File records, the offset / time / transaction indexes, the segment, the segment list, file
+names, atomic file helpers and checkpoint files. Decisions (when to roll, what to delete) live in
+``kafkalog.log``.
+"""

@@ -1,0 +1,53 @@
+"""Crash-safe file replacement: write a temp file, fsync it, rename over the target, fsync the
+directory (DESIGN.md habit 7).
+
+Why: checkpoints and metadata must be either the old version or the new one after a crash,
+never a torn mix. Refuses: renames without a directory fsync.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kafkalog.storage.filenames import TMP_FILE_SUFFIX
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data``: ``<path>.tmp``, fsync, rename, fsync of the directory."""
+    tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def rename_with_dir_sync(src: Path, dst: Path, *, sync: bool = True) -> None:
+    os.replace(src, dst)
+    if sync:
+        fsync_dir(dst.parent)
+
+
+def delete_if_exists(path: Path) -> bool:
+    try:
+        path.unlink()
+        return True
+    except FileNotFoundError:
+        return False

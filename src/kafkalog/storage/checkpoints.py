@@ -1,0 +1,94 @@
+"""Checkpoint files in Kafka's text format (spec §8.2): offsets per partition, leader epochs.
+
+Why: recovery points, log start offsets, cleaner offsets and leader epochs must survive restarts
+in the exact format a Kafka broker reads. Refuses: writing in place (always temp + rename) and
+guessing at malformed content (a CorruptCheckpointError names the file and line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from kafkalog.errors import CorruptCheckpointError
+from kafkalog.storage.atomic import write_atomically
+from kafkalog.types import TopicPartition
+
+CHECKPOINT_VERSION = 0
+T = TypeVar("T")
+
+
+def _write(path: Path, lines: list[str], sync: bool) -> None:
+    text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    write_atomically(path, text.encode("utf-8"), sync=sync)
+
+
+def _read(path: Path, parse: Callable[[list[str]], T], fields: int) -> list[T]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    if not lines:
+        return []
+    try:
+        version = int(lines[0].strip())
+    except ValueError as err:
+        raise CorruptCheckpointError(
+            f"malformed version line {lines[0]!r}", file=str(path)
+        ) from err
+    if version != CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(f"unrecognised version {version}", file=str(path))
+    if len(lines) < 2:
+        return []
+    try:
+        count = int(lines[1].strip())
+    except ValueError as err:
+        raise CorruptCheckpointError(f"malformed count line {lines[1]!r}", file=str(path)) from err
+    entries = [line for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        raise CorruptCheckpointError(
+            f"expected {count} entries but found {len(entries)}", file=str(path)
+        )
+    out = []
+    for number, line in enumerate(entries, start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise CorruptCheckpointError(f"malformed line {number}: {line!r}", file=str(path))
+        try:
+            out.append(parse(parts))
+        except ValueError as err:
+            raise CorruptCheckpointError(
+                f"malformed line {number}: {line!r}", file=str(path)
+            ) from err
+    return out
+
+
+class OffsetCheckpointFile:
+    """``recovery-point-offset-checkpoint`` and friends: ``<topic> <partition> <offset>`` lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, offsets: Mapping[TopicPartition, int], *, sync: bool = True) -> None:
+        lines = [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+        _write(self.path, lines, sync)
+
+    def read(self) -> dict[TopicPartition, int]:
+        def parse(parts: list[str]) -> tuple[TopicPartition, int]:
+            return TopicPartition(parts[0], int(parts[1])), int(parts[2])
+
+        return dict(_read(self.path, parse, 3))
+
+
+class LeaderEpochCheckpointFile:
+    """``leader-epoch-checkpoint``: ``<epoch> <startOffset>`` lines in ascending epoch order."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, entries: Iterable[tuple[int, int]], *, sync: bool = True) -> None:
+        _write(self.path, [f"{epoch} {start}" for epoch, start in entries], sync)
+
+    def read(self) -> list[tuple[int, int]]:
+        return _read(self.path, lambda p: (int(p[0]), int(p[1])), 2)
