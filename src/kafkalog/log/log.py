@@ -204,15 +204,32 @@ class Log(ReadPath):
             log_append = self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
             first = self.log_end_offset
             chunks = build_batches(self.config, recs, first, now, codec, leader_epoch)
-            data = b"".join(chunks)
             last = first + len(recs) - 1
+            for chunk in chunks:  # check all before writing any: all or nothing
+                if len(chunk) > self.config.segment_bytes:
+                    raise RecordBatchTooLargeError(
+                        f"a batch of {len(chunk)} bytes is larger than segment.bytes "
+                        f"{self.config.segment_bytes}"
+                    )
+            # each batch is its own segment append, so a long list may span segments
+            for chunk in chunks:
+                head = MemoryRecords(chunk).first_batch()
+                assert head is not None
+                self._write(
+                    chunk,
+                    head.base_offset,
+                    head.last_offset,
+                    head.max_timestamp,
+                    head.last_offset,
+                    [(leader_epoch, head.base_offset)],
+                )
+            data_size = sum(len(c) for c in chunks)
             if log_append:
                 max_ts, shallow = now, last
             else:
                 ts = [r.timestamp if r.timestamp is not None else now for r in recs]
                 max_ts = max(ts)
                 shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
-            self._write(data, first, last, max_ts, shallow, [(leader_epoch, first)])
             return LogAppendInfo(
                 first,
                 last,
@@ -222,7 +239,7 @@ class Log(ReadPath):
                 self._log_start_offset,
                 len(recs),
                 len(chunks),
-                len(data),
+                data_size,
                 codec,
                 codec,
                 leader_epoch,
@@ -427,9 +444,12 @@ class Log(ReadPath):
             if self._high_watermark.message_offset == self.log_end_offset:
                 self._high_watermark = self._leo
             self.flush(new_base)
-            if self._standalone is not None:
-                self._standalone.save(self._recovery_point, self._log_start_offset)
+            self._save_standalone_state()
             return seg
+
+    def _save_standalone_state(self) -> None:
+        if self._standalone is not None:
+            self._standalone.save(self._recovery_point, self._log_start_offset)
 
     # --- flush ---------------------------------------------------------------------------------
 
@@ -477,6 +497,7 @@ class Log(ReadPath):
             if self._high_watermark.message_offset >= offset:
                 self._high_watermark = self._leo
             self._recovery_point = min(self._recovery_point, offset)
+            self._save_standalone_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -500,6 +521,7 @@ class Log(ReadPath):
             self._leo = LogOffsetMetadata(offset, offset, 0)
             self._high_watermark = self._leo
             self._recovery_point = offset
+            self._save_standalone_state()
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark)."""
@@ -515,6 +537,7 @@ class Log(ReadPath):
             self._log_start_offset = offset
             self._recovery_point = max(self._recovery_point, offset)
             self.leader_epoch_cache.truncate_from_start(offset)
+            self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
             return True
 
     def _delete_segment_async(self, seg: LogSegment) -> None:
@@ -545,6 +568,7 @@ class Log(ReadPath):
             if self._closed:
                 return
             self.flush()
+            self._active().flush()  # as Kafka's shutdown: this creates the active indexes
             for seg in self.segments:
                 seg.close()
             self._run_pending_deletes(force=True)

@@ -1,0 +1,84 @@
+"""File names, checkpoints and atomic writes (spec §2, §8.2-§8.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalog.errors import CorruptCheckpointError, InvalidTopicError
+from kafkalog.storage import filenames as fn
+from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from kafkalog.types import TopicPartition, validate_topic_name
+
+
+def test_twenty_digit_names(tmp_path: Path) -> None:
+    assert fn.log_file(tmp_path, 0).name == "00000000000000000000.log"
+    assert fn.offset_index_file(tmp_path, 12345).name == "00000000000000012345.index"
+    assert fn.time_index_file(tmp_path, 7).name == "00000000000000000007.timeindex"
+    assert (
+        fn.transaction_index_file(tmp_path, 7, ".swap").name == "00000000000000000007.txnindex.swap"
+    )
+    assert fn.producer_snapshot_file(tmp_path, 9).name == "00000000000000000009.snapshot"
+    assert fn.offset_from_file_name("00000000000000012345.log.deleted") == 12345
+
+
+@pytest.mark.parametrize(
+    ("name", "tp"),
+    [("clicks-0", TopicPartition("clicks", 0)), ("a-b-c-12", TopicPartition("a-b-c", 12)),
+     ("my.topic-3", TopicPartition("my.topic", 3)),
+     ("t-1.0123456789abcdef0123456789abcdef-delete", TopicPartition("t", 1)),
+     ("t-2.0123456789abcdef0123456789abcdef-future", TopicPartition("t", 2))],
+)  # fmt: skip
+def test_parse_partition_dir_names(name: str, tp: TopicPartition) -> None:
+    assert fn.parse_partition_dir_name(name) == tp
+
+
+@pytest.mark.parametrize("name", ["", "nodash", "-1", "topic-", "topic-x", "t-1.x.-delete"])
+def test_bad_partition_dir_names(name: str) -> None:
+    with pytest.raises(InvalidTopicError):
+        fn.parse_partition_dir_name(name)
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a" * 250, "has space", "ü"])
+def test_topic_name_rules(topic: str) -> None:
+    with pytest.raises(InvalidTopicError):
+        validate_topic_name(topic)
+
+
+def test_valid_topic_name_round_trip() -> None:
+    assert fn.partition_dir_name(TopicPartition("a" * 249, 3)) == "a" * 249 + "-3"
+
+
+def test_offset_checkpoint_format(tmp_path: Path) -> None:
+    path = tmp_path / fn.RECOVERY_POINT_CHECKPOINT
+    ck = OffsetCheckpointFile(path)
+    ck.write({TopicPartition("b", 1): 20, TopicPartition("a", 0): 10})
+    assert path.read_text() == "0\n2\na 0 10\nb 1 20\n"
+    assert ck.read() == {TopicPartition("a", 0): 10, TopicPartition("b", 1): 20}
+    assert not (tmp_path / (fn.RECOVERY_POINT_CHECKPOINT + ".tmp")).exists()
+    path.write_text("0\n1\na   0\t7\n")  # any whitespace run is accepted on read
+    assert ck.read() == {TopicPartition("a", 0): 7}
+
+
+@pytest.mark.parametrize(
+    "text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n", "zero\n"]
+)
+def test_malformed_checkpoints(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "ck"
+    path.write_text(text)
+    with pytest.raises(CorruptCheckpointError):
+        OffsetCheckpointFile(path).read()
+
+
+def test_empty_or_missing_checkpoint_has_no_entries(tmp_path: Path) -> None:
+    assert OffsetCheckpointFile(tmp_path / "missing").read() == {}
+    (tmp_path / "empty").write_text("")
+    assert OffsetCheckpointFile(tmp_path / "empty").read() == {}
+
+
+def test_leader_epoch_checkpoint_format(tmp_path: Path) -> None:
+    path = tmp_path / fn.LEADER_EPOCH_CHECKPOINT
+    LeaderEpochCheckpointFile(path).write([(0, 0), (3, 1500)])
+    assert path.read_text() == "0\n2\n0 0\n3 1500\n"
+    assert LeaderEpochCheckpointFile(path).read() == [(0, 0), (3, 1500)]
