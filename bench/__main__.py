@@ -8,10 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from bench import codec
+from bench import codec, storage
 from bench.harness import Row, fmt, machine
 
-SUITES = {"codec": codec.run}
+SUITES = {"codec": codec.run, "storage": storage.run}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,8 +21,9 @@ def render_markdown(rows: list[Row], when: str, host: str) -> str:
         "",
         "Produced by `make bench` (`python -m bench`), which rewrites this file; do not edit by hand.",
         "Each row measures kafkalog and its baseline in the same run; the ratio is ours / baseline.",
-        "Medians of 7 rounds after warm-up. The machine is a noisy VM: compare ratios, not absolute",
-        "figures across runs.",
+        "Candidates run in interleaved rounds after warm-up, with the GC off while timed (as",
+        "timeit does); a ratio is the median of per-round ratios where rounds were paired. The",
+        "machine is a noisy VM: compare ratios, not absolute figures across runs.",
         "",
         f"- Date: {when}",
         f"- Machine: {host}",
@@ -70,7 +71,7 @@ def main() -> int:
                 "report" if r.target is None else f">= {r.target:g}",
                 r.status,
             )
-        Console().print(table)
+        Console(width=200).print(table)
     except ImportError:
         for r in rows:
             print(

@@ -11,7 +11,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuil
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-from bench.harness import Row, rate
+from bench.harness import Row, interleaved
 from kafkalog import CompressionType, MemoryRecords, Record
 
 N = 1000
@@ -83,9 +83,7 @@ def run() -> list[Row]:
             ("encode", ours_encode, kp_encode, aio_encode),
             ("decode", ours_decode, kp_decode, aio_decode),
         ):
-            ours_rate = rate(ours, N)
-            kp_rate = rate(kp, N)
-            aio_rate = rate(aio, N)
+            (ours_rate, kp_rate, aio_rate), ratios = interleaved([ours, kp, aio], N)
             rows.append(
                 Row(
                     "codec",
@@ -96,6 +94,7 @@ def run() -> list[Row]:
                     kp_rate,
                     target=1.0,
                     extra={"aiokafka (C)": aio_rate},
+                    paired_ratio=ratios[0],
                 )
             )
     return rows

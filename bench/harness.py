@@ -26,9 +26,12 @@ class Row:
     target: float | None = None  # minimum ours/baseline ratio, None = report only
     notes: str = ""
     extra: dict[str, float] = field(default_factory=dict)
+    paired_ratio: float | None = None  # median of per-round ratios, when rounds were interleaved
 
     @property
     def ratio(self) -> float:
+        if self.paired_ratio is not None:
+            return self.paired_ratio
         return self.ours / self.baseline if self.baseline else float("nan")
 
     @property
@@ -68,6 +71,57 @@ def rate(
     if gc_was_enabled:
         gc.enable()
     return statistics.median(results)
+
+
+def _calls_for(fn: Callable[[], object], min_time: float) -> int:
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        if time.perf_counter() - start >= min_time / 4:
+            return calls
+        calls *= 2
+
+
+def interleaved(
+    fns: list[Callable[[], object]],
+    units_per_call: float,
+    *,
+    rounds: int = 9,
+    min_time: float = 0.15,
+) -> tuple[list[float], list[float]]:
+    """Time the candidates round by round (A, B, C, A, B, C, ...) with the GC off, as timeit
+    does, so drift in machine speed hits all alike. Returns each candidate's median units/s and,
+    for each candidate, the median of its per-round ratio to the *second* one (the baseline)."""
+    for fn in fns:
+        fn()  # warm-up
+    calls = [_calls_for(fn, min_time) for fn in fns]
+    per_round: list[list[float]] = [[] for _ in fns]
+    gc_was_enabled = gc.isenabled()
+    try:
+        for _ in range(rounds):
+            for i, fn in enumerate(fns):
+                gc.collect()
+                gc.disable()
+                start = time.perf_counter()
+                n = 0
+                while True:
+                    for _ in range(calls[i]):
+                        fn()
+                    n += calls[i]
+                    elapsed = time.perf_counter() - start
+                    if elapsed >= min_time:
+                        break
+                gc.enable()
+                per_round[i].append(n * units_per_call / elapsed)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    medians = [statistics.median(r) for r in per_round]
+    base = per_round[1]
+    ratios = [statistics.median(a / b for a, b in zip(r, base, strict=True)) for r in per_round]
+    return medians, ratios
 
 
 def machine() -> str:

@@ -314,7 +314,7 @@ class Log(ReadPath):
                 self.leader_epoch_cache.clear()
             roll_offset = analysis.first_offset if analysis.first_offset >= 0 else None
             self._write(
-                bytes(data[: analysis.valid_bytes]),
+                data[: analysis.valid_bytes],
                 roll_offset,
                 analysis.last_offset,
                 analysis.max_timestamp,
@@ -338,7 +338,7 @@ class Log(ReadPath):
 
     def _write(
         self,
-        data: bytes | bytearray,
+        data: bytes | bytearray | memoryview,
         first_offset: int | None,
         last_offset: int,
         max_ts: int,

@@ -69,6 +69,32 @@ def analyze(
     count = 0
     monotonic = True
     for batch in scanner:
+        if isinstance(batch, RecordBatch):  # read the v2 header directly: this is the hot path
+            h = batch.header
+            if origin is AppendOrigin.CLIENT and h.base_offset != 0:
+                raise InvalidRecordError(
+                    f"a producer batch must have base offset 0, not {h.base_offset}"
+                )
+            last = h.base_offset + h.last_offset_delta
+            size = h.batch_length + 12
+            if not batches:
+                first_offset, last_of_first = h.base_offset, last
+            if last <= last_offset:
+                monotonic = False
+            last_offset = last
+            if check_sizes and size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes is larger than max.message.bytes "
+                    f"{config.max_message_bytes}"
+                )
+            if h.max_timestamp > max_ts:
+                max_ts, shallow = h.max_timestamp, last
+            if h.attributes & 0x07:
+                source = h.compression
+            epoch = h.partition_leader_epoch
+            count += h.records_count
+            batches.append(batch)
+            continue
         if origin is AppendOrigin.CLIENT and batch.magic >= 2 and batch.base_offset != 0:
             raise InvalidRecordError(
                 f"a producer batch must have base offset 0, not {batch.base_offset}"

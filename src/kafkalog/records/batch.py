@@ -199,15 +199,18 @@ class RecordBatch:
     magic = MAGIC
 
     def __init__(self, buffer: Buffer, header: RecordBatchHeader | None = None, position: int = -1):
-        self._buffer = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        self._buffer = buffer if type(buffer) is memoryview else memoryview(buffer)
+        self.position = position
+        self._records: list[Record] | None = None
+        if header is not None:  # the scanner has already framed and decoded it
+            self.header = header
+            return
         if len(self._buffer) < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"v2 batch needs {RECORD_BATCH_OVERHEAD} bytes, has {len(self._buffer)}",
                 position=position if position >= 0 else None,
             )
-        self.header = header if header is not None else decode_header(self._buffer)
-        self.position = position
-        self._records: list[Record] | None = None
+        self.header = decode_header(self._buffer)
 
     # header fields, in Kafka's vocabulary
     @property

@@ -15,13 +15,16 @@ from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.records.batch import (
+    CRC_START,
     HEADER_STRUCT,
+    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RecordBatch,
     RecordBatchHeader,
 )
+from kafkalog.records.crc import crc32c
 from kafkalog.records.legacy import MIN_MESSAGE_SIZE, LegacyRecordBatch
 
 Buffer = bytes | bytearray | memoryview
@@ -29,6 +32,7 @@ AnyBatch = RecordBatch | LegacyRecordBatch
 
 # offset int64, size int32, (crc | partition leader epoch) int32, magic int8
 _PREFIX = struct.Struct(">qiib")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 HEADER_SIZE_UP_TO_MAGIC = _PREFIX.size  # 17
 MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # 14: the smallest legal v0 message
 
@@ -110,6 +114,8 @@ class BatchScanner:
         pos = self._start
         prefix = _PREFIX.unpack_from
         header_unpack = HEADER_STRUCT.unpack_from
+        make_header = RecordBatchHeader._make
+        crc = crc32c
         verify = self.verify_crc
         max_size = self.max_batch_size
         while True:
@@ -146,9 +152,18 @@ class BatchScanner:
                 if pos + total > end:
                     self.stop = ScanStop.TRUNCATED
                     return
-                batch: AnyBatch = RecordBatch(
-                    view[pos : pos + total], RecordBatchHeader._make(header_unpack(view, pos)), pos
-                )
+                header = make_header(header_unpack(view, pos))
+                if verify and crc(view[pos + CRC_START : pos + total]) != header.crc:
+                    computed = crc(view[pos + CRC_START : pos + total])
+                    self._fail(
+                        ScanStop.BAD_CRC,
+                        f"record batch is corrupt (stored crc = {header.crc}, "
+                        f"computed crc = {computed})",
+                        pos,
+                        offset,
+                    )
+                    return
+                batch: AnyBatch = RecordBatch(view[pos : pos + total], header, pos)
             elif magic in (0, 1):
                 if pos + total > end:
                     self.stop = ScanStop.TRUNCATED
@@ -161,7 +176,7 @@ class BatchScanner:
             else:
                 self._fail(ScanStop.BAD_MAGIC, f"invalid magic {magic}", pos, offset)
                 return
-            if verify and not batch.is_valid():
+            if verify and magic != 2 and not batch.is_valid():
                 try:
                     batch.ensure_valid()
                 except CorruptRecordError as err:
@@ -178,6 +193,33 @@ class BatchScanner:
             self.valid_bytes = pos
             self.batches_read += 1
             yield batch
+
+
+def iter_positions(
+    buffer: Buffer, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int, int]]:
+    """(position, size, last offset) of each complete batch, headers only and unverified.
+
+    For reads of data already validated (offset searches): no batch objects, no CRC. Stops
+    silently at a partial or malformed batch, like Kafka's file iterator.
+    """
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    stop = len(view) if end is None else min(end, len(view))
+    pos = start
+    prefix = _PREFIX.unpack_from
+    delta = _LAST_OFFSET_DELTA.unpack_from
+    while stop - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        offset, size, _, magic = prefix(view, pos)
+        total = size + LOG_OVERHEAD
+        if size < MIN_ENTRY_SIZE or pos + total > stop or magic > 2 or magic < 0:
+            return
+        if magic == 2:
+            if total < RECORD_BATCH_OVERHEAD:
+                return
+            yield pos, total, offset + delta(view, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+        else:
+            yield pos, total, offset
+        pos += total
 
 
 def scan(buffer: Buffer, **options: object) -> BatchScanner:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kafkalog.errors import CorruptRecordError, KafkaLogError, LogClosedError
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords
+from kafkalog.records.scanner import iter_positions
 from kafkalog.types import INT32_MAX
 
 
@@ -126,16 +127,18 @@ class FileRecords:
         end = min(position + size, self._size)
         if position < 0 or position > self._size:
             raise ValueError(f"position {position} is outside {self.path} of size {self._size}")
-        out = bytearray(end - position)
-        view = memoryview(out)
-        at = position
-        while view:
-            n = os.preadv(fd, [view], at)
-            if n == 0:
+        data = os.pread(fd, end - position, position)
+        if len(data) == end - position:
+            return data
+        parts = [data]  # a short read: keep going
+        at = position + len(data)
+        while at < end:
+            more = os.pread(fd, end - at, at)
+            if not more:
                 raise CorruptRecordError("file ended before its logical size", file=str(self.path))
-            at += n
-            view = view[n:]
-        return bytes(out)
+            parts.append(more)
+            at += len(more)
+        return b"".join(parts)
 
     def slice(self, position: int, size: int) -> FileSlice:
         if position < 0 or position > self._size:
@@ -204,12 +207,20 @@ class FileRecords:
 
     def search_for_offset_with_size(self, target: int, start_position: int) -> BatchPosition | None:
         """The first batch at or after ``start_position`` whose last offset is >= target."""
-        with self.scanner(start_position, verify_crc=False) as scan:
-            for batch in scan:
-                last = batch.last_offset
+        stop = self._size
+        if start_position >= stop:
+            return None
+        mapping = self._mapping(stop)
+        if mapping is None:
+            return None
+        view = memoryview(mapping)
+        try:
+            for position, size, last in iter_positions(view, start_position, stop):
                 if last >= target:
-                    return BatchPosition(last, batch.position, batch.size_in_bytes)
-        return None
+                    return BatchPosition(last, position, size)
+            return None
+        finally:
+            view.release()
 
     def search_for_timestamp(
         self, target: int, start_position: int, starting_offset: int

@@ -17,7 +17,9 @@ from kafkalog.records import AnyBatch, MemoryRecords, ScanStop
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
+from kafkalog.storage.offset_index import ENTRY as OFFSET_ENTRY
 from kafkalog.storage.offset_index import OffsetIndex
+from kafkalog.storage.time_index import ENTRY as TIME_ENTRY
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.storage.txn_index import TransactionIndex
 from kafkalog.types import INT32_MAX, NO_TIMESTAMP
@@ -284,26 +286,35 @@ class LogSegment:
         """Rebuild the indexes from the data; truncate at the first invalid byte (spec §4).
 
         ``on_batch``, if given, is called with each valid batch (producer state, leader epochs).
+        Index entries follow the same interval rule as appends and are loaded in bulk.
         """
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        base = self.base_offset
+        max_ts, max_ts_offset = NO_TIMESTAMP, base
+        indexed_ts = NO_TIMESTAMP
+        offset_entries = bytearray()
+        time_entries = bytearray()
+        pack_offset, pack_time = OFFSET_ENTRY.pack, TIME_ENTRY.pack
         valid_bytes = 0
         last_index_entry = 0
         batches = 0
         interval = self.params.index_interval_bytes
         callback = on_batch if callable(on_batch) else None
-        next_offset = self.base_offset
+        next_offset = base
         with self.log.scanner(verify_crc=True, max_batch_size=max_batch_size) as scan:
             for batch in scan:
                 last = batch.last_offset
-                self._ensure_offset_in_range(last)
-                if batch.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(batch.max_timestamp, last)
+                if not 0 <= last - base <= INT32_MAX:
+                    self._ensure_offset_in_range(last)
+                if batch.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = batch.max_timestamp, last
                 if valid_bytes - last_index_entry > interval:
-                    self.offset_index.append(last, valid_bytes)
-                    self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                    offset_entries += pack_offset(last - base, valid_bytes)
+                    if max_ts > indexed_ts:
+                        time_entries += pack_time(max_ts, max_ts_offset - base)
+                        indexed_ts = max_ts
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_in_bytes
                 batches += 1
@@ -317,9 +328,11 @@ class LogSegment:
             self.log.truncate_to(valid_bytes)
             if stop is ScanStop.END:
                 stop = ScanStop.TRUNCATED
+        self.offset_index._load_entries(offset_entries)
+        self.time_index._load_entries(time_entries)
         self.offset_index.trim_to_valid_size()
-        self._max_ts_so_far = max_ts
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self._max_ts_so_far = TimestampOffset(max_ts, max_ts_offset)
+        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
         self.time_index.trim_to_valid_size()
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry
         return SegmentRecovery(valid_bytes, truncated, batches, stop, reason, next_offset)
