@@ -46,14 +46,7 @@ def rate(
 ) -> float:
     """Median units/second of ``fn`` over ``rounds`` rounds of at least ``min_time`` seconds."""
     fn()  # warm-up
-    calls = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        if time.perf_counter() - start >= min_time / 4:
-            break
-        calls *= 2
+    calls = _calls_for(fn, min_time)
     results = []
     gc_was_enabled = gc.isenabled()
     for _ in range(rounds):

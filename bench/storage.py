@@ -51,6 +51,17 @@ def paired(ours: list[float], raw: list[float]) -> float:
     return statistics.median(o / r for o, r in zip(ours, raw, strict=True))
 
 
+def alternate(
+    ours_fn: Callable[[], float], raw_fn: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """Five rounds of ours then raw, alternating, so the VM's drift hits both alike."""
+    ours, raw = [], []
+    for _ in range(5):
+        ours.append(ours_fn())
+        raw.append(raw_fn())
+    return ours, raw
+
+
 def median_rate(fn: Callable[[], float], rounds: int = 3) -> float:
     return statistics.median(fn() for _ in range(rounds))
 
@@ -94,10 +105,7 @@ def _run(root: Path) -> list[Row]:
         return total / elapsed / MIB
 
     follower(), raw_write()  # warm-up
-    ours, raw = [], []
-    for _ in range(5):  # interleaved: the VM's noise hits both alike
-        ours.append(follower())
-        raw.append(raw_write())
+    ours, raw = alternate(follower, raw_write)
     rows.append(
         Row(
             "storage",
@@ -248,10 +256,7 @@ def _run(root: Path) -> list[Row]:
         return got / elapsed / MIB
 
     log_read(), raw_read()
-    ours, raw = [], []
-    for _ in range(5):
-        ours.append(log_read())
-        raw.append(raw_read())
+    ours, raw = alternate(log_read, raw_read)
     rows.append(
         Row(
             "storage",
@@ -310,10 +315,7 @@ def _run(root: Path) -> list[Row]:
         return seg_size / elapsed / MIB
 
     recover(), raw_scan()
-    ours, raw = [], []
-    for _ in range(5):
-        ours.append(recover())
-        raw.append(raw_scan())
+    ours, raw = alternate(recover, raw_scan)
     rows.append(
         Row(
             "storage",
