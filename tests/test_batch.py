@@ -258,3 +258,27 @@ def test_none_timestamp_is_written_as_minus_one() -> None:
 def test_empty_builder_builds_nothing() -> None:
     assert RecordBatchBuilder().build() == b""
     assert bytes(MemoryRecords.build([])) == b""
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Record("text"),  # type: ignore[arg-type]
+        Record(b"v", key=42),  # type: ignore[arg-type]
+        Record(b"v", timestamp="now"),  # type: ignore[arg-type]
+        Record(b"v", headers=[(None, b"x")]),  # type: ignore[list-item]
+        Record(b"v", headers=[("h", "text")]),  # type: ignore[list-item]
+    ],
+)
+def test_wrong_types_are_typed_errors(record: Record) -> None:
+    from kafkalog import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError):
+        MemoryRecords.build([record])
+
+
+def test_memory_records_needs_a_buffer() -> None:
+    from kafkalog import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="bytes-like"):
+        MemoryRecords("not bytes")  # type: ignore[arg-type]

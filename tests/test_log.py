@@ -389,11 +389,17 @@ def test_config_from_properties_file(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
+    from kafkalog import InvalidArgumentError
+
     log = open_log(tmp_path)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         log.read(0, -1)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         log.truncate_to(-1)
+    with pytest.raises(InvalidArgumentError):
+        log.list_offsets(-7)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100)
     with pytest.raises(InvalidRecordError):
         log.append([])
     log.close()

@@ -11,6 +11,7 @@ user would need to configure.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 from pathlib import Path
@@ -47,6 +48,7 @@ def clickstream(n: int, seed: int = 7) -> list[Record]:
 
 def main(out_dir: str = "demo-data") -> int:
     console = Console()
+    logging.getLogger("kafkalog").setLevel(logging.ERROR)  # the demo prints the loader's report
     path = Path(out_dir)
     path.mkdir(exist_ok=True)
     segment = path / "clickstream-0.batches"

@@ -120,3 +120,7 @@ class UnexpectedAppendOffsetError(KafkaLogError, ValueError):
 
 class OffsetsOutOfOrderError(KafkaLogError, ValueError):
     """A follower append whose batches' offsets do not increase."""
+
+
+class InvalidArgumentError(KafkaLogError, ValueError):
+    """An argument of the wrong type or out of range (a negative size, a str where bytes go)."""

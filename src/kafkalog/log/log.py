@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
+    InvalidArgumentError,
     InvalidOffsetError,
     InvalidRecordError,
     LogClosedError,
@@ -25,6 +26,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.log.config import LogConfig
+from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.loader import LoadResult, load
 from kafkalog.log.producer_batches import build_batches, check_records, shallow_offset_of
@@ -74,7 +76,7 @@ class Log(ReadPath):
         self._leo = LogOffsetMetadata(loaded.next_offset, active.base_offset, active.size)
         self._high_watermark = self._leo
         self._last_flush_ms = clock.milliseconds()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._deleter = SegmentDeleter(clock, config.file_delete_delay_ms)
         self.auto_high_watermark = True  # no replication: everything written is committed
 
     @classmethod
@@ -362,7 +364,7 @@ class Log(ReadPath):
             or self._high_watermark.message_offset >= self._leo.message_offset
         ):
             self._high_watermark = self._leo
-        self._run_pending_deletes()
+        self._deleter.run()
         if (
             self.log_end_offset - self._recovery_point >= self.config.flush_messages
             or self.clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
@@ -447,6 +449,11 @@ class Log(ReadPath):
             self._save_standalone_state()
             return seg
 
+    def _drop_segment(self, seg: LogSegment) -> None:
+        """Take a segment out of the list now; its files go after ``file.delete.delay.ms``."""
+        self.segments.remove(seg.base_offset)
+        self._deleter.schedule(seg)
+
     def _save_standalone_state(self) -> None:
         if self._standalone is not None:
             self._standalone.save(self._recovery_point, self._log_start_offset)
@@ -476,7 +483,7 @@ class Log(ReadPath):
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= ``offset`` (batch-granular); False if nothing to do."""
         if offset < 0:
-            raise ValueError(f"cannot truncate to a negative offset {offset}")
+            raise InvalidArgumentError(f"cannot truncate to a negative offset {offset}")
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
@@ -487,7 +494,7 @@ class Log(ReadPath):
                 self.truncate_fully_and_start_at(offset)
                 return True
             for seg in self.segments.higher_segments(offset):
-                self._delete_segment_async(seg)
+                self._drop_segment(seg)
             active = self._active()
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
@@ -503,11 +510,11 @@ class Log(ReadPath):
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``."""
         if offset < 0:
-            raise ValueError(f"cannot start a log at a negative offset {offset}")
+            raise InvalidArgumentError(f"cannot start a log at a negative offset {offset}")
         with self._lock:
             self._check_open()
             for seg in list(self.segments):
-                self._delete_segment_async(seg)
+                self._drop_segment(seg)
             seg = LogSegment(
                 self.directory,
                 offset,
@@ -540,26 +547,6 @@ class Log(ReadPath):
             self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
             return True
 
-    def _delete_segment_async(self, seg: LogSegment) -> None:
-        """Rename to ``.deleted`` now; remove after ``file.delete.delay.ms``. Open descriptors keep
-        serving reads already in progress."""
-        self.segments.remove(seg.base_offset)
-        seg.change_file_suffixes("", fn.DELETED_FILE_SUFFIX)
-        due = self.clock.milliseconds() + self.config.file_delete_delay_ms
-        self._pending_deletes.append((due, seg))
-
-    def _run_pending_deletes(self, force: bool = False) -> None:
-        if not self._pending_deletes:
-            return
-        now = self.clock.milliseconds()
-        keep = []
-        for due, seg in self._pending_deletes:
-            if force or now >= due:
-                seg.delete_files()
-            else:
-                keep.append((due, seg))
-        self._pending_deletes = keep
-
     # --- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -571,7 +558,7 @@ class Log(ReadPath):
             self._active().flush()  # as Kafka's shutdown: this creates the active indexes
             for seg in self.segments:
                 seg.close()
-            self._run_pending_deletes(force=True)
+            self._deleter.run(force=True)
             self._closed = True
             if self._standalone is not None:
                 self._standalone.mark_clean_shutdown(self._recovery_point, self._log_start_offset)

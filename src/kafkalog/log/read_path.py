@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalog.errors import OffsetOutOfRangeError
+from kafkalog.errors import InvalidArgumentError, OffsetOutOfRangeError
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.records import Record
 from kafkalog.storage.file_records import TimestampAndOffset
@@ -64,7 +64,7 @@ class ReadPath:
         first batch whole if ``min_one_message``), never past the high watermark or ``max_offset``.
         """
         if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, not {max_bytes}")
+            raise InvalidArgumentError(f"max_bytes must be >= 0, not {max_bytes}")
         leo = self._leo
         log_start = self._log_start_offset
         if start_offset < log_start or start_offset > leo.message_offset:
@@ -151,5 +151,5 @@ class ReadPath:
             ts = best.max_timestamp_so_far
             return best.find_offset_by_timestamp(ts, self._log_start_offset)
         if target < 0:
-            raise ValueError(f"unknown special timestamp {target}")
+            raise InvalidArgumentError(f"unknown special timestamp {target}")
         return self.offset_for_timestamp(target)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from kafkalog.errors import InvalidRecordError
+from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records import compression as codecs
 from kafkalog.records.batch import (
     ATTRIBUTES_OFFSET,
@@ -114,7 +114,17 @@ class RecordBatchBuilder:
             )
         if delta > INT32_MAX:
             raise InvalidRecordError(f"offset delta {delta} does not fit in 32 bits")
+        if not (value is None or isinstance(value, bytes | bytearray | memoryview)):
+            raise InvalidArgumentError(
+                f"a record value must be bytes or None, not {type(value).__name__}"
+            )
+        if not (key is None or isinstance(key, bytes | bytearray | memoryview)):
+            raise InvalidArgumentError(
+                f"a record key must be bytes or None, not {type(key).__name__}"
+            )
         ts = NO_TIMESTAMP if timestamp is None else timestamp
+        if not isinstance(ts, int):
+            raise InvalidArgumentError(f"a timestamp must be an int (ms), not {type(ts).__name__}")
         if ts < 0 and ts != NO_TIMESTAMP:
             raise InvalidRecordError(f"invalid negative timestamp {ts}")
         if self._base_timestamp is None:

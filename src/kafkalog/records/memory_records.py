@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from kafkalog.errors import InvalidRecordError
+from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records.builder import RecordBatchBuilder
 from kafkalog.records.legacy import build_legacy
 from kafkalog.records.record import Record
@@ -29,7 +29,12 @@ class MemoryRecords:
     __slots__ = ("_view",)
 
     def __init__(self, buffer: Buffer) -> None:
-        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        try:
+            view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        except TypeError as err:
+            raise InvalidArgumentError(
+                f"MemoryRecords needs a bytes-like buffer, not {type(buffer).__name__}"
+            ) from err
         self._view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
     @classmethod

@@ -1,0 +1,45 @@
+"""Asynchronous segment deletion (spec §10.2): rename to ``.deleted`` now, remove later.
+
+Why: a reader that already holds a segment's file descriptors must be able to finish its read
+after truncation or retention drops the segment; Kafka waits ``file.delete.delay.ms`` before
+removing the files. Truncation uses this now, retention will. Refuses: choosing what to delete.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from kafkalog.clock import Clock
+from kafkalog.storage import filenames as fn
+from kafkalog.storage.segment import LogSegment
+
+
+class SegmentDeleter:
+    """Segments renamed to ``.deleted`` and due for removal. Thread-safe."""
+
+    def __init__(self, clock: Clock, delay_ms: int) -> None:
+        self._clock = clock
+        self._delay_ms = delay_ms
+        self._lock = threading.Lock()
+        self._pending: list[tuple[int, LogSegment]] = []
+
+    def schedule(self, segment: LogSegment) -> None:
+        segment.change_file_suffixes("", fn.DELETED_FILE_SUFFIX)
+        with self._lock:
+            self._pending.append((self._clock.milliseconds() + self._delay_ms, segment))
+
+    def run(self, force: bool = False) -> int:
+        """Remove the files of every segment that is due (all, with ``force``); return how many."""
+        with self._lock:
+            if not self._pending:
+                return 0
+            now = self._clock.milliseconds()
+            due = [s for t, s in self._pending if force or now >= t]
+            self._pending = [(t, s) for t, s in self._pending if not (force or now >= t)]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
