@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kafkalog.errors import CorruptRecordError, InvalidArgumentError
+from kafkalog.errors import CorruptRecordError
 from kafkalog.records.varint import (
     UNSIGNED_VARINT_TABLE,
     encode_unsigned,
@@ -107,12 +107,6 @@ def encode_record(
     if headers:
         parts.append(_uvarint(len(headers) << 1))
         for hkey, hvalue in headers:
-            if not isinstance(hkey, str):
-                raise InvalidArgumentError(f"a header key must be a str, not {type(hkey).__name__}")
-            if not (hvalue is None or isinstance(hvalue, bytes | bytearray | memoryview)):
-                raise InvalidArgumentError(
-                    f"header {hkey!r} must have a bytes or None value, not {type(hvalue).__name__}"
-                )
             hk = hkey.encode("utf-8")
             parts.append(_uvarint(len(hk) << 1))
             parts.append(hk)
