@@ -82,3 +82,30 @@ def test_leader_epoch_checkpoint_format(tmp_path: Path) -> None:
     LeaderEpochCheckpointFile(path).write([(0, 0), (3, 1500)])
     assert path.read_text() == "0\n2\n0 0\n3 1500\n"
     assert LeaderEpochCheckpointFile(path).read() == [(0, 0), (3, 1500)]
+
+
+def test_leader_epoch_cache(tmp_path: Path) -> None:
+    from kafkalog.log.leader_epoch import LeaderEpochCache
+
+    cache = LeaderEpochCache(tmp_path)
+    cache.assign(0, 0)
+    cache.assign(2, 10)
+    cache.assign(2, 15)  # same epoch, later start: no change
+    cache.assign(5, 30)
+    assert cache.entries == [(0, 0), (2, 10), (5, 30)]
+    assert (cache.epoch_for_offset(9), cache.epoch_for_offset(10), cache.epoch_for_offset(99)) == (
+        0,
+        2,
+        5,
+    )
+    assert cache.end_offset_for(5, 40) == (5, 40)  # the latest epoch ends at the log end
+    assert cache.end_offset_for(2, 40) == (2, 30)
+    assert cache.end_offset_for(3, 40) == (2, 30)  # largest epoch <= requested
+    assert cache.end_offset_for(9, 40) == (-1, -1)
+    cache.assign(4, 20)  # a lower epoch at a lower offset removes what follows it
+    assert cache.entries == [(0, 0), (2, 10), (4, 20)]
+    cache.truncate_from_end(15)
+    assert cache.entries == [(0, 0), (2, 10)]
+    cache.truncate_from_start(12)
+    assert cache.entries == [(2, 12)]
+    assert LeaderEpochCache(tmp_path).entries == [(2, 12)]  # written through to the file

@@ -13,7 +13,6 @@ import enum
 from dataclasses import dataclass, field
 
 from kafkalog.errors import (
-    CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     OffsetsOutOfOrderError,
@@ -312,14 +311,3 @@ def assign_offsets(
 def _relative_offsets_ok(records: list[Record], batch: RecordBatch) -> bool:
     base = batch.base_offset
     return all(r.offset == base + i for i, r in enumerate(records))
-
-
-def check_corrupt_free(data: bytes) -> None:
-    """Raise if ``data`` is not a sequence of complete, valid batches (used by tests)."""
-    scanner = BatchScanner(data)
-    for _ in scanner:
-        pass
-    if scanner.error is not None:
-        raise scanner.error
-    if scanner.valid_bytes != len(data):
-        raise CorruptRecordError(f"{len(data) - scanner.valid_bytes} trailing bytes")

@@ -136,10 +136,3 @@ class MemoryRecords:
 
     def __repr__(self) -> str:
         return f"MemoryRecords({len(self._view)} bytes)"
-
-
-EMPTY = MemoryRecords(b"")
-
-
-def concat(parts: Sequence[MemoryRecords]) -> MemoryRecords:
-    return MemoryRecords(b"".join(bytes(p.buffer) for p in parts))

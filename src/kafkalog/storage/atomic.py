@@ -39,12 +39,6 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def rename_with_dir_sync(src: Path, dst: Path, *, sync: bool = True) -> None:
-    os.replace(src, dst)
-    if sync:
-        fsync_dir(dst.parent)
-
-
 def delete_if_exists(path: Path) -> bool:
     try:
         path.unlink()

@@ -108,12 +108,6 @@ class LogSegments:
         i = bisect.bisect_right(snap.bases, offset)
         return snap.by_base[snap.bases[i]] if i < len(snap.bases) else None
 
-    def lower_segment(self, offset: int) -> LogSegment | None:
-        """The segment with the largest base < offset."""
-        snap = self._snap
-        i = bisect.bisect_left(snap.bases, offset)
-        return snap.by_base[snap.bases[i - 1]] if i else None
-
     def higher_segments(self, offset: int) -> list[LogSegment]:
         snap = self._snap
         i = bisect.bisect_right(snap.bases, offset)
@@ -121,6 +115,3 @@ class LogSegments:
 
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self)
-
-    def next_segment(self, segment: LogSegment) -> LogSegment | None:
-        return self.higher_segment(segment.base_offset)
