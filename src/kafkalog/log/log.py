@@ -29,11 +29,11 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.loader import LoadResult, load
-from kafkalog.log.producer_batches import build_batches, check_records, shallow_offset_of
+from kafkalog.log.producer_batches import build_batches, shallow_offset_of
 from kafkalog.log.read_path import ReadPath
 from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
 from kafkalog.log.standalone import StandaloneState
-from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets
+from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets, check_record_values
 from kafkalog.records import MemoryRecords, Record
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
@@ -202,7 +202,7 @@ class Log(ReadPath):
         with self._lock:
             self._check_open()
             now = self.clock.milliseconds()
-            check_records(self.config, recs, now)
+            check_record_values(self.config, recs, now)
             log_append = self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
             first = self.log_end_offset
             chunks = build_batches(self.config, recs, first, now, codec, leader_epoch)

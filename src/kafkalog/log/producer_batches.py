@@ -8,32 +8,10 @@ Refuses: I/O; the Log writes what this returns.
 
 from __future__ import annotations
 
-from kafkalog.errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
+from kafkalog.errors import RecordTooLargeError
 from kafkalog.log.config import LogConfig
 from kafkalog.records import MemoryRecords, Record, RecordBatchBuilder
-from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
-
-
-def check_records(config: LogConfig, recs: list[Record], now: int) -> None:
-    """Keys on compacted topics and the CreateTime timestamp bounds, per record."""
-    errors = []
-    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
-    check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
-    for i, rec in enumerate(recs):
-        if config.compact and rec.key is None:
-            raise InvalidRecordError(
-                f"record {i}: compacted topic cannot accept message without key"
-            )
-        ts = rec.timestamp
-        if (
-            check_ts
-            and ts is not None
-            and ts != NO_TIMESTAMP
-            and (now - ts > before or ts - now > after)
-        ):
-            errors.append(f"record {i}: timestamp {ts} is out of range (now {now})")
-    if errors:
-        raise InvalidTimestampError("; ".join(errors[:3]))
+from kafkalog.types import CompressionType, TimestampType
 
 
 def build_batches(

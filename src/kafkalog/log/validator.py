@@ -10,6 +10,7 @@ batch-level analysis. Refuses: I/O, and writing anything (the Log writes what th
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kafkalog.errors import (
@@ -177,17 +178,24 @@ def _check_batch(batch: AnyBatch, origin: AppendOrigin) -> None:
 
 
 def _check_records(
-    records: list[Record], batch: AnyBatch, config: LogConfig, now: int, origin: AppendOrigin
+    records: Sequence[Record], batch: AnyBatch, config: LogConfig, now: int, origin: AppendOrigin
 ) -> None:
     if origin is not AppendOrigin.CLIENT:
         return
-    errors: list[tuple[int, str]] = []
-    timestamp_error = False
     if (
         config.message_timestamp_type is TimestampType.CREATE_TIME
         and batch.timestamp_type is TimestampType.LOG_APPEND_TIME
     ):
         raise InvalidTimestampError("a producer cannot send LogAppendTime to a CreateTime topic")
+    check_record_values(config, records, now)
+
+
+def check_record_values(config: LogConfig, records: Sequence[Record], now: int) -> None:
+    """Kafka's per-record checks: a key on compacted topics, and the CreateTime timestamp bounds
+    (a ``None`` or -1 timestamp passes). Errors are collected; up to three are reported, as
+    InvalidTimestampError if any is about a timestamp, else InvalidRecordError."""
+    errors: list[tuple[int, str]] = []
+    timestamp_error = False
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
     compact = config.compact
@@ -244,9 +252,11 @@ def assign_offsets(
         _check_batch(b, origin)
         if magic < 2 and (b.producer_id >= 0 or b.is_transactional):
             raise InvalidRecordError("idempotent or transactional data needs magic 2")
-    records = [r for b in batches for r in b]
+    records: list[Record] = []
     for b in batches:
-        _check_records(list(b), b, config, now, origin)
+        batch_records = b.records()  # decoded once and cached by the batch
+        _check_records(batch_records, b, config, now, origin)
+        records.extend(batch_records)
     first = batches[0]
     in_place = (
         magic == 2

@@ -39,6 +39,15 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
+def rename_if_exists(src: Path, dst: Path) -> bool:
+    """Rename ``src`` to ``dst`` if it exists (an index created lazily may not)."""
+    try:
+        os.replace(src, dst)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def delete_if_exists(path: Path) -> bool:
     try:
         path.unlink()

@@ -23,7 +23,7 @@ from array import array
 from pathlib import Path
 
 from kafkalog.errors import LogClosedError
-from kafkalog.storage.atomic import delete_if_exists
+from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 
 
 class IndexFile:
@@ -213,8 +213,7 @@ class IndexFile:
 
     def rename_to(self, path: Path) -> None:
         with self._lock:
-            if self.path.exists():
-                os.replace(self.path, path)
+            rename_if_exists(self.path, path)
             self.path = path
 
     def delete(self) -> bool:

@@ -15,7 +15,7 @@ from kafkalog.clock import Clock
 from kafkalog.errors import InvalidOffsetError, KafkaLogError
 from kafkalog.records import AnyBatch, MemoryRecords, ScanStop
 from kafkalog.storage import filenames
-from kafkalog.storage.atomic import delete_if_exists
+from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
 from kafkalog.storage.offset_index import ENTRY as OFFSET_ENTRY
 from kafkalog.storage.offset_index import OffsetIndex
@@ -419,12 +419,12 @@ class LogSegment:
         self.log.rename_to(renamed(self.log.path))
         if self._offset_index is not None:
             self._offset_index.rename_to(renamed(self._offset_index.path))
-        elif self.offset_index_file.exists():
-            self.offset_index_file.rename(renamed(self.offset_index_file))
+        else:
+            rename_if_exists(self.offset_index_file, renamed(self.offset_index_file))
         if self._time_index is not None:
             self._time_index.rename_to(renamed(self._time_index.path))
-        elif self.time_index_file.exists():
-            self.time_index_file.rename(renamed(self.time_index_file))
+        else:
+            rename_if_exists(self.time_index_file, renamed(self.time_index_file))
         self.txn_index.rename_to(renamed(self.txn_index.path))
         self.file_suffix = new
 

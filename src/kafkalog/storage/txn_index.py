@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
-from kafkalog.storage.atomic import delete_if_exists
+from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 
 ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, LSO
 ENTRY_SIZE = ENTRY.size  # 34
@@ -135,8 +135,7 @@ class TransactionIndex:
 
     def rename_to(self, path: Path) -> None:
         with self._lock:
-            if self.path.exists():
-                os.replace(self.path, path)
+            rename_if_exists(self.path, path)
             self.path = path
 
     def delete(self) -> bool:
