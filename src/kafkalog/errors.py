@@ -124,3 +124,35 @@ class OffsetsOutOfOrderError(KafkaLogError, ValueError):
 
 class InvalidArgumentError(KafkaLogError, ValueError):
     """An argument of the wrong type or out of range (a negative size, a str where bytes go)."""
+
+
+# --- producer state: idempotence and transactions (spec §6.6) -----------------------------------
+
+
+class ProducerStateError(KafkaLogError, ValueError):
+    """An idempotent or transactional append that breaks the producer's state. Carries the
+    producer id and the offset the batch would have had."""
+
+    def __init__(self, message: str, *, producer_id: int, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.offset = offset
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """A batch's first sequence does not follow the producer's last one (Kafka's
+    OutOfOrderSequenceException)."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch or marker from an older producer epoch than the one seen last (a fenced
+    producer)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch while the producer's transaction is open."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A marker written by a coordinator epoch older than the one seen last (a zombie
+    coordinator)."""

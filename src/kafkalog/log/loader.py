@@ -18,11 +18,18 @@ from kafkalog.clock import Clock
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import LeaderEpochCache
+from kafkalog.log.producer_state_manager import (
+    ProducerStateConfig,
+    ProducerStateManager,
+    rebuild_producer_state,
+)
+from kafkalog.log.validator import AppendOrigin
 from kafkalog.records import AnyBatch
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
 from kafkalog.storage.segment import LogSegment
 from kafkalog.storage.segments import LogSegments
+from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.types import INT64_MAX
 
 logger = logging.getLogger("kafkalog.log.loader")
@@ -33,6 +40,7 @@ class LoadResult:
     """The loaded segments and offsets, and a report of every repair made."""
 
     segments: LogSegments
+    producer_state: ProducerStateManager
     log_start_offset: int
     recovery_point: int
     next_offset: int
@@ -55,8 +63,10 @@ class _Loader:
         epochs: LeaderEpochCache,
         rng: random.Random,
         result: LoadResult,
+        log_start_offset: int,
     ) -> None:
         self.dir = directory
+        self.log_start_offset = log_start_offset
         self.config = config
         self.clock = clock
         self.epochs = epochs
@@ -75,13 +85,32 @@ class _Loader:
             roll_jitter_ms=self.config.random_segment_jitter(self.rng),
         )
 
-    def _epoch_hook(self) -> Callable[[AnyBatch], None]:
+    def _recovery_hook(
+        self, seg: LogSegment, state: ProducerStateManager
+    ) -> Callable[[AnyBatch], None]:
+        """Per recovered batch: leader epochs, producer state, and the segment's ABORT entries
+        (spec §4 recover, checklist items 59-60)."""
+        epochs = self.epochs
+
         def on_batch(batch: AnyBatch) -> None:
             epoch = batch.partition_leader_epoch
             if batch.magic >= 2 and epoch >= 0:
-                latest = self.epochs.latest_epoch()
+                latest = epochs.latest_epoch()
                 if latest is None or epoch > latest:
-                    self.epochs.assign(epoch, batch.base_offset)
+                    epochs.assign(epoch, batch.base_offset)
+            pid = batch.producer_id
+            if pid >= 0:
+                info = state.prepare_update(pid, AppendOrigin.REPLICATION)
+                txn = info.append(batch)
+                state.update(info)
+                if txn is not None:
+                    if txn.is_aborted:
+                        lso = state.last_stable_offset(txn)
+                        seg.txn_index.append(
+                            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                        )
+                    state.complete_txn(txn)
+            state.update_map_end_offset(batch.last_offset + 1)
 
         return on_batch
 
@@ -167,7 +196,19 @@ class _Loader:
                 self.result.segments.add(seg)
 
     def recover_segment(self, seg: LogSegment) -> int:
-        rec = seg.recover(on_batch=self._epoch_hook(), max_batch_size=None)
+        # a private producer state, rebuilt up to this segment from the snapshots, so the
+        # segment's transaction index can be rebuilt; its snapshot spares the next recovery
+        state = ProducerStateManager(self.dir, self.result.producer_state.config)
+        rebuild_producer_state(
+            state,
+            self.result.segments,
+            log_start_offset=self.log_start_offset,
+            last_offset=seg.base_offset,
+            now=self.clock.milliseconds(),
+            reload_from_clean_shutdown=False,
+        )
+        rec = seg.recover(on_batch=self._recovery_hook(seg, state), max_batch_size=None)
+        state.take_snapshot()
         self.result.recovered_segments.append(seg.base_offset)
         if rec.truncated_bytes:
             self.result.truncated_bytes += rec.truncated_bytes
@@ -223,10 +264,12 @@ def load(
     recovery_point: int,
     log_start_offset: int,
     rng: random.Random,
+    producer_state_config: ProducerStateConfig | None = None,
 ) -> LoadResult:
     """Run the loader's phases over ``directory`` (spec §9)."""
-    result = LoadResult(LogSegments(), log_start_offset, recovery_point, log_start_offset)
-    loader = _Loader(directory, config, clock, epochs, rng, result)
+    state = ProducerStateManager(directory, producer_state_config)
+    result = LoadResult(LogSegments(), state, log_start_offset, recovery_point, log_start_offset)
+    loader = _Loader(directory, config, clock, epochs, rng, result, log_start_offset)
     swaps = loader.remove_temp_files()
     loader.complete_swaps(swaps)
     loader.load_segments()
@@ -242,4 +285,14 @@ def load(
     epochs.truncate_from_end(next_offset)
     result.log_start_offset = max(log_start_offset, first.base_offset)
     epochs.truncate_from_start(result.log_start_offset)
+    # recovery's private producer states wrote snapshots this one has not seen
+    state.remove_stray_snapshots(segments.base_offsets)
+    rebuild_producer_state(
+        state,
+        segments,
+        log_start_offset=result.log_start_offset,
+        last_offset=next_offset,
+        now=clock.milliseconds(),
+        reload_from_clean_shutdown=had_clean_shutdown,
+    )
     return result

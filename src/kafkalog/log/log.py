@@ -1,53 +1,52 @@
-"""The partition Log: append, read, roll, flush, truncate and offsets (spec §5-§8, §10.3, §11).
+"""The partition Log: offsets, roll, flush, truncation and lifecycle (spec §5-§8, §10.3, §11).
 
 Why: the object users hold. It owns the segment list and the offsets (log start, log end, high
-watermark, recovery point), serialises writers on one lock, and lets readers run without it
-over immutable snapshots. Recovery is the loader's job, validation the validator's, the roll
-decision a pure function: this class wires them together. Refuses: retention and compaction
-(LogManager and the cleaner decide those), and serving anything outside [log start, log end].
+watermark, last stable offset, recovery point), serialises writers on one lock, and lets readers
+run without it over immutable snapshots. Appends live in ``write_path``, reads in ``read_path``,
+recovery in the loader, producer state in its manager: this class wires them together. Refuses:
+retention and compaction (LogManager and the cleaner decide those), and serving anything outside
+[log start, log end].
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidOffsetError,
-    InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    UnexpectedAppendOffsetError,
 )
-from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.log.config import LogConfig
 from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.loader import LoadResult, load
-from kafkalog.log.producer_batches import build_batches, shallow_offset_of
+from kafkalog.log.producer_state_manager import (
+    ProducerStateConfig,
+    ProducerStateManager,
+    rebuild_producer_state,
+)
 from kafkalog.log.read_path import ReadPath
-from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
 from kafkalog.log.standalone import StandaloneState
-from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets, check_record_values
-from kafkalog.records import MemoryRecords, Record
+from kafkalog.log.write_path import WritePath
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
+from kafkalog.storage.producer_snapshot import fsync_snapshot
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 
-class Log(ReadPath):
+class Log(ReadPath, WritePath):
     """One partition's log.
 
-    Invariants: log_start_offset <= high_watermark <= log_end_offset; recovery_point <=
-    log_end_offset; segment base offsets strictly increase and the last segment is active.
-    Thread-safety: appends, rolls, flushes and truncations take the log lock; reads do not.
+    Invariants: log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset;
+    recovery_point <= log_end_offset; segment base offsets strictly increase and the last segment
+    is active. Thread-safety: appends, rolls, flushes and truncations take the log lock; reads
+    do not.
     """
 
     def __init__(
@@ -64,6 +63,7 @@ class Log(ReadPath):
         self.config = config
         self.clock = clock
         self.leader_epoch_cache = epochs
+        self.producer_state: ProducerStateManager = loaded.producer_state
         self.load_result = loaded
         self.segments: LogSegments = loaded.segments
         self._standalone = standalone
@@ -75,6 +75,8 @@ class Log(ReadPath):
         active = self._active()
         self._leo = LogOffsetMetadata(loaded.next_offset, active.base_offset, active.size)
         self._high_watermark = self._leo
+        self._first_unstable_offset: LogOffsetMetadata | None = None
+        self._update_first_unstable_offset()
         self._last_flush_ms = clock.milliseconds()
         self._deleter = SegmentDeleter(clock, config.file_delete_delay_ms)
         self.auto_high_watermark = True  # no replication: everything written is committed
@@ -90,6 +92,7 @@ class Log(ReadPath):
         log_start_offset: int | None = None,
         had_clean_shutdown: bool | None = None,
         rng: random.Random | None = None,
+        producer_state_config: ProducerStateConfig | None = None,
     ) -> Log:
         """Create the partition directory, or load and (after a crash) recover it.
 
@@ -119,6 +122,7 @@ class Log(ReadPath):
             recovery_point=recovery_point or 0,
             log_start_offset=log_start_offset or 0,
             rng=rng or random.Random(),
+            producer_state_config=producer_state_config,
         )
         log = cls(directory, config, clock, loaded, epochs, standalone, rng or random.Random())
         if standalone is not None:
@@ -145,7 +149,36 @@ class Log(ReadPath):
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """The offset below which every transaction is decided (and replicated): READ_COMMITTED
+        readers stop here."""
+        first = self._first_unstable_offset
+        hw = self.high_watermark
+        return first.message_offset if first is not None and first.message_offset < hw else hw
+
+    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        first, hw = self._first_unstable_offset, self._high_watermark
+        if first is None or first.message_offset >= hw.message_offset:
+            return hw
+        if first.message_offset_only:
+            with self._lock:
+                resolved = self._offset_metadata(first.message_offset)
+                if self._first_unstable_offset == first:
+                    self._first_unstable_offset = resolved
+                return resolved
+        return first
+
+    def _update_first_unstable_offset(self) -> None:
+        first = self.producer_state.first_unstable_offset()
+        if first is not None and (
+            first.message_offset_only or first.message_offset < self._log_start_offset
+        ):
+            first = self._offset_metadata(max(first.message_offset, self._log_start_offset))
+        self._first_unstable_offset = first
+
+    def _set_high_watermark(self, metadata: LogOffsetMetadata) -> None:
+        self._high_watermark = metadata
+        self.producer_state.on_high_watermark_updated(metadata.message_offset)
+        self._update_first_unstable_offset()
 
     @property
     def recovery_point(self) -> int:
@@ -172,204 +205,12 @@ class Log(ReadPath):
         """Set the high watermark, clamped to [log start, log end] (a follower's update)."""
         with self._lock:
             offset = min(max(offset, self._log_start_offset), self.log_end_offset)
-            self._high_watermark = self._offset_metadata(offset)
+            self._set_high_watermark(self._offset_metadata(offset))
             return offset
 
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
-
-    # --- appends -------------------------------------------------------------------------------
-
-    def append(
-        self,
-        records: Iterable[Record],
-        *,
-        compression: CompressionType | str | None = None,
-        leader_epoch: int = 0,
-    ) -> LogAppendInfo:
-        """Append Python records as the leader: check them, give them offsets, write them.
-
-        ``None`` timestamps become the clock's time (as a Java producer does). Records that do not
-        fit in one batch of ``max.message.bytes`` are split over several batches.
-        """
-        recs = list(records)
-        if not recs:
-            raise InvalidRecordError("append needs at least one record")
-        codec = self.config.target_compression
-        if codec is None:
-            codec = CompressionType.parse(compression)
-        with self._lock:
-            self._check_open()
-            now = self.clock.milliseconds()
-            check_record_values(self.config, recs, now)
-            log_append = self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-            first = self.log_end_offset
-            chunks = build_batches(self.config, recs, first, now, codec, leader_epoch)
-            last = first + len(recs) - 1
-            for chunk in chunks:  # check all before writing any: all or nothing
-                if len(chunk) > self.config.segment_bytes:
-                    raise RecordBatchTooLargeError(
-                        f"a batch of {len(chunk)} bytes is larger than segment.bytes "
-                        f"{self.config.segment_bytes}"
-                    )
-            # each batch is its own segment append, so a long list may span segments
-            for chunk in chunks:
-                head = MemoryRecords(chunk).first_batch()
-                assert head is not None
-                self._write(
-                    chunk,
-                    head.base_offset,
-                    head.last_offset,
-                    head.max_timestamp,
-                    head.last_offset,
-                    [(leader_epoch, head.base_offset)],
-                )
-            data_size = sum(len(c) for c in chunks)
-            if log_append:
-                max_ts, shallow = now, last
-            else:
-                ts = [r.timestamp if r.timestamp is not None else now for r in recs]
-                max_ts = max(ts)
-                shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
-            return LogAppendInfo(
-                first,
-                last,
-                max_ts,
-                shallow,
-                now if log_append else NO_TIMESTAMP,
-                self._log_start_offset,
-                len(recs),
-                len(chunks),
-                data_size,
-                codec,
-                codec,
-                leader_epoch,
-            )
-
-    def append_records(
-        self, records: MemoryRecords | bytes, *, leader_epoch: int = 0
-    ) -> LogAppendInfo:
-        """Append batches a producer built, as the leader: validate, assign offsets, write."""
-        data = records.buffer if isinstance(records, MemoryRecords) else memoryview(records)
-        analysis = analyze(data, self.config, AppendOrigin.CLIENT)
-        if not analysis.batches:
-            raise InvalidRecordError("the append holds no complete record batch")
-        with self._lock:
-            self._check_open()
-            now = self.clock.milliseconds()
-            v = assign_offsets(
-                analysis,
-                data,
-                next_offset=self.log_end_offset,
-                config=self.config,
-                now=now,
-                leader_epoch=leader_epoch,
-            )
-            self._write(
-                v.data,
-                v.first_offset,
-                v.last_offset,
-                v.max_timestamp,
-                v.shallow_offset_of_max_timestamp,
-                [(leader_epoch, v.first_offset)],
-            )
-            return LogAppendInfo(
-                v.first_offset,
-                v.last_offset,
-                v.max_timestamp,
-                v.shallow_offset_of_max_timestamp,
-                v.log_append_time,
-                self._log_start_offset,
-                v.record_count,
-                1,
-                len(v.data),
-                analysis.source_compression,
-                v.target_compression,
-                leader_epoch,
-            )
-
-    def append_as_follower(self, records: MemoryRecords | bytes) -> LogAppendInfo:
-        """Append replicated batches verbatim: offsets, epochs and timestamps are kept."""
-        data = records.buffer if isinstance(records, MemoryRecords) else memoryview(records)
-        analysis = analyze(data, self.config, AppendOrigin.REPLICATION, check_sizes=False)
-        if not analysis.batches:
-            raise InvalidRecordError("the append holds no complete record batch")
-        with self._lock:
-            self._check_open()
-            first = analysis.first_offset
-            if first < 0:
-                first = analysis.last_offset_of_first_batch
-            if first < self.log_end_offset:
-                raise UnexpectedAppendOffsetError(
-                    f"unexpected offset in append: first offset {first} is below the log end "
-                    f"offset {self.log_end_offset}",
-                    first,
-                    analysis.last_offset,
-                )
-            epochs = [
-                (b.partition_leader_epoch, b.base_offset)
-                for b in analysis.batches
-                if b.magic >= 2 and b.partition_leader_epoch >= 0
-            ]
-            if any(b.magic < 2 for b in analysis.batches) and self.leader_epoch_cache.entries:
-                self.leader_epoch_cache.clear()
-            roll_offset = analysis.first_offset if analysis.first_offset >= 0 else None
-            self._write(
-                data[: analysis.valid_bytes],
-                roll_offset,
-                analysis.last_offset,
-                analysis.max_timestamp,
-                analysis.shallow_offset_of_max_timestamp,
-                epochs,
-            )
-            return LogAppendInfo(
-                analysis.first_offset,
-                analysis.last_offset,
-                analysis.max_timestamp,
-                analysis.shallow_offset_of_max_timestamp,
-                NO_TIMESTAMP,
-                self._log_start_offset,
-                analysis.record_count,
-                len(analysis.batches),
-                analysis.valid_bytes,
-                analysis.source_compression,
-                analysis.source_compression,
-                analysis.last_leader_epoch,
-            )
-
-    def _write(
-        self,
-        data: bytes | bytearray | memoryview,
-        first_offset: int | None,
-        last_offset: int,
-        max_ts: int,
-        shallow: int,
-        epochs: list[tuple[int, int]],
-    ) -> None:
-        """Under the lock: roll if needed, write, advance the offsets, apply the flush policy."""
-        if len(data) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"an append of {len(data)} bytes is larger than segment.bytes "
-                f"{self.config.segment_bytes}"
-            )
-        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
-        segment.append(last_offset, max_ts, shallow, data)
-        for epoch, start in epochs:
-            if epoch >= 0:
-                self.leader_epoch_cache.assign(epoch, start)
-        self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
-        if (
-            self.auto_high_watermark
-            or self._high_watermark.message_offset >= self._leo.message_offset
-        ):
-            self._high_watermark = self._leo
-        self._deleter.run()
-        if (
-            self.log_end_offset - self._recovery_point >= self.config.flush_messages
-            or self.clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush()
 
     def flush_if_due(self) -> bool:
         """Apply ``flush.ms`` now (the LogManager's flusher calls this periodically)."""
@@ -383,28 +224,6 @@ class Log(ReadPath):
             return True
 
     # --- roll ----------------------------------------------------------------------------------
-
-    def _maybe_roll(
-        self, size: int, max_ts: int, last_offset: int, roll_offset: int | None
-    ) -> LogSegment:
-        seg = self._active()
-        now = self.clock.milliseconds()
-        facts = SegmentFacts(
-            seg.base_offset,
-            seg.size,
-            seg.time_waited_for_roll(now, max_ts),
-            seg.roll_jitter_ms,
-            seg.offset_index_full(),
-            seg.time_index_full(),
-        )
-        params = RollParams(
-            self.config.segment_bytes, self.config.max_segment_ms, size, last_offset
-        )
-        if should_roll(facts, params) is None:
-            return seg
-        if roll_offset is None:
-            roll_offset = last_offset - 2**31 + 1
-        return self.roll(new_segment_base(roll_offset, self.log_end_offset))
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
@@ -443,8 +262,13 @@ class Log(ReadPath):
             )
             self.segments.add(seg)
             self._leo = LogOffsetMetadata(self.log_end_offset, new_base, 0)
+            # a snapshot at the new base lets recovery of this segment start from it
+            self.producer_state.update_map_end_offset(new_base)
+            snapshot = self.producer_state.take_snapshot(sync=False)
             if self._high_watermark.message_offset == self.log_end_offset:
-                self._high_watermark = self._leo
+                self._set_high_watermark(self._leo)
+            if snapshot is not None:
+                fsync_snapshot(snapshot)
             self.flush(new_base)
             self._save_standalone_state()
             return seg
@@ -501,11 +325,23 @@ class Log(ReadPath):
             self._leo = LogOffsetMetadata(offset, active.base_offset, active.size)
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
+            self._rebuild_producer_state(offset)
             if self._high_watermark.message_offset >= offset:
-                self._high_watermark = self._leo
+                self._set_high_watermark(self._leo)
             self._recovery_point = min(self._recovery_point, offset)
             self._save_standalone_state()
             return True
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        rebuild_producer_state(
+            self.producer_state,
+            self.segments,
+            log_start_offset=self._log_start_offset,
+            last_offset=last_offset,
+            now=self.clock.milliseconds(),
+            reload_from_clean_shutdown=False,
+        )
+        self._update_first_unstable_offset()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``."""
@@ -526,7 +362,9 @@ class Log(ReadPath):
             self.leader_epoch_cache.clear()
             self._log_start_offset = offset
             self._leo = LogOffsetMetadata(offset, offset, 0)
-            self._high_watermark = self._leo
+            self.producer_state.truncate_fully_and_start_at(offset)
+            self._rebuild_producer_state(offset)
+            self._set_high_watermark(self._leo)
             self._recovery_point = offset
             self._save_standalone_state()
 
@@ -544,8 +382,17 @@ class Log(ReadPath):
             self._log_start_offset = offset
             self._recovery_point = max(self._recovery_point, offset)
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
+            self._update_first_unstable_offset()
             self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
             return True
+
+    def remove_expired_producers(self) -> list[int]:
+        """Drop producers idle for ``producer.id.expiration.ms`` with no open transaction (the
+        LogManager runs this every ``producer.id.expiration.check.interval.ms``)."""
+        with self._lock:
+            self._check_open()
+            return self.producer_state.remove_expired_producers(self.clock.milliseconds())
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -554,6 +401,8 @@ class Log(ReadPath):
         with self._lock:
             if self._closed:
                 return
+            # a snapshot at the log end spares the next open a scan of the log
+            self.producer_state.take_snapshot()
             self.flush()
             self._active().flush()  # as Kafka's shutdown: this creates the active indexes
             for seg in self.segments:

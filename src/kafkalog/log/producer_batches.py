@@ -8,10 +8,37 @@ Refuses: I/O; the Log writes what this returns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kafkalog.errors import RecordTooLargeError
 from kafkalog.log.config import LogConfig
 from kafkalog.records import MemoryRecords, Record, RecordBatchBuilder
+from kafkalog.records.batch import increment_sequence
 from kafkalog.types import CompressionType, TimestampType
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerFields:
+    """The idempotent / transactional identity a producer stamps on its batches."""
+
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    is_transactional: bool = False
+
+    def at(self, records_before: int) -> ProducerFields:
+        """The fields of a batch that starts ``records_before`` records later."""
+        if self.base_sequence < 0 or records_before == 0:
+            return self
+        return ProducerFields(
+            self.producer_id,
+            self.producer_epoch,
+            increment_sequence(self.base_sequence, records_before),
+            self.is_transactional,
+        )
+
+
+NO_PRODUCER = ProducerFields()
 
 
 def build_batches(
@@ -21,6 +48,7 @@ def build_batches(
     now: int,
     codec: CompressionType,
     epoch: int,
+    producer: ProducerFields = NO_PRODUCER,
 ) -> list[bytes]:
     """One batch at offset ``first``, or, if it would exceed max.message.bytes, the records split
     in halves (recursively). A single record too large for a batch is RecordTooLargeError."""
@@ -32,6 +60,10 @@ def build_batches(
         base_offset=first,
         partition_leader_epoch=epoch,
         log_append_time=now if log_append else None,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=producer.base_sequence,
+        is_transactional=producer.is_transactional,
     )
     for rec in recs:
         b.append(rec.value, rec.key, rec.headers, now if rec.timestamp is None else rec.timestamp)
@@ -44,8 +76,8 @@ def build_batches(
             f"a record batch of {len(out)} bytes is larger than max.message.bytes {limit}"
         )
     half = len(recs) // 2
-    return build_batches(config, recs[:half], first, now, codec, epoch) + build_batches(
-        config, recs[half:], first + half, now, codec, epoch
+    return build_batches(config, recs[:half], first, now, codec, epoch, producer) + build_batches(
+        config, recs[half:], first + half, now, codec, epoch, producer.at(half)
     )
 
 

@@ -9,12 +9,13 @@ Refuses: any mutation.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import InvalidArgumentError, OffsetOutOfRangeError
 from kafkalog.log.leader_epoch import LeaderEpochCache
-from kafkalog.records import Record
+from kafkalog.records import AbortedTransaction, Record, committed_records
 from kafkalog.storage.file_records import TimestampAndOffset
-from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata
+from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
 from kafkalog.types import NO_TIMESTAMP, IsolationLevel
 
@@ -32,6 +33,10 @@ class ReadPath:
     _leo: LogOffsetMetadata
     _high_watermark: LogOffsetMetadata
     _log_start_offset: int
+
+    if TYPE_CHECKING:
+
+        def _last_stable_offset_metadata(self) -> LogOffsetMetadata: ...
 
     @property
     def log_end_offset(self) -> int:
@@ -62,6 +67,9 @@ class ReadPath:
     ) -> FetchDataInfo:
         """Read from ``start_offset``: whole batches as a file slice, up to ``max_bytes`` (the
         first batch whole if ``min_one_message``), never past the high watermark or ``max_offset``.
+
+        ``isolation=READ_COMMITTED`` stops at the last stable offset and reports the aborted
+        transactions overlapping the result (``committed_records`` drops them).
         """
         if max_bytes < 0:
             raise InvalidArgumentError(f"max_bytes must be >= 0, not {max_bytes}")
@@ -72,12 +80,11 @@ class ReadPath:
                 f"offset {start_offset} is out of range [{log_start}, {leo.message_offset}] of "
                 f"{self.directory.name}"
             )
-        upper = self._high_watermark
+        committed = isolation is IsolationLevel.READ_COMMITTED
+        upper = self._last_stable_offset_metadata() if committed else self._high_watermark
         if max_offset is not None and max_offset < upper.message_offset:
             upper = self._offset_metadata(max(max_offset, start_offset))
-        aborted: list[tuple[int, int]] | None = (
-            [] if isolation is IsolationLevel.READ_COMMITTED else None
-        )
+        aborted: list[AbortedTransaction] | None = [] if committed else None
         if start_offset >= upper.message_offset:
             meta = (
                 upper
@@ -100,18 +107,44 @@ class ReadPath:
                         info.fetch_offset_metadata,
                         info.records,
                         info.first_entry_incomplete,
-                        aborted,
+                        self._aborted_transactions(start_offset, seg, info),
                     )
                 return info
             seg = self.segments.higher_segment(seg.base_offset)
         return FetchDataInfo(self._leo, None, aborted_transactions=aborted)
 
-    def read_records(self, start_offset: int, max_bytes: int = 1 << 20) -> list[Record]:
+    def _aborted_transactions(
+        self, start_offset: int, seg: LogSegment, info: FetchDataInfo
+    ) -> list[AbortedTransaction]:
+        """The aborted transactions overlapping [start, upper bound of the fetch) (spec §7.2)."""
+        position = info.fetch_offset_metadata.relative_position_in_segment
+        upper = seg.offset_index.fetch_upper_bound_offset(position, info.size)
+        if upper is None:
+            following = self.segments.higher_segment(seg.base_offset)
+            upper = following.base_offset if following is not None else self.log_end_offset
+        found: list[AbortedTransaction] = []
+        for s in [seg, *self.segments.higher_segments(seg.base_offset)]:
+            result = s.txn_index.collect_aborted_txns(start_offset, upper)
+            found.extend(AbortedTransaction(t.producer_id, t.first_offset) for t in result.aborted)
+            if result.is_complete:
+                break
+        return found
+
+    def read_records(
+        self,
+        start_offset: int,
+        max_bytes: int = 1 << 20,
+        isolation: IsolationLevel | None = None,
+    ) -> list[Record]:
         """Convenience: the records at or after ``start_offset`` in one read (control records
-        and earlier records of the first batch are skipped)."""
-        info = self.read(start_offset, max_bytes)
+        and earlier records of the first batch are skipped; with READ_COMMITTED, aborted
+        records too)."""
+        info = self.read(start_offset, max_bytes, isolation=isolation)
         if info.records is None:
             return []
+        if info.aborted_transactions is not None:
+            batches = info.records.records().batches(verify_crc=False)
+            return list(committed_records(batches, info.aborted_transactions, start_offset))
         out: list[Record] = []
         for batch in info.records.records().batches():
             if not batch.is_control:
@@ -129,16 +162,25 @@ class ReadPath:
                     return found
         return None
 
-    def list_offsets(self, target: int) -> TimestampAndOffset | None:
-        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or a timestamp >= 0."""
+    def list_offsets(
+        self, target: int, isolation: IsolationLevel | None = None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or a timestamp >= 0.
+
+        LATEST is the log end offset, or with an isolation level what a consumer of that level
+        may read: the high watermark (READ_UNCOMMITTED) or the last stable offset."""
         if target == EARLIEST_TIMESTAMP:
             first = self.leader_epoch_cache.earliest()
             epoch = first[0] if first and first[1] <= self._log_start_offset else None
             return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
         if target == LATEST_TIMESTAMP:
-            return TimestampAndOffset(
-                NO_TIMESTAMP, self.log_end_offset, self.leader_epoch_cache.latest_epoch()
-            )
+            if isolation is IsolationLevel.READ_COMMITTED:
+                latest = self._last_stable_offset_metadata().message_offset
+            elif isolation is IsolationLevel.READ_UNCOMMITTED:
+                latest = self._high_watermark.message_offset
+            else:
+                latest = self.log_end_offset
+            return TimestampAndOffset(NO_TIMESTAMP, latest, self.leader_epoch_cache.latest_epoch())
         if target == MAX_TIMESTAMP:
             best = None
             for seg in self.segments:

@@ -16,6 +16,11 @@ from kafkalog.records.builder import (
     build_empty_batch,
     build_end_txn_marker,
 )
+from kafkalog.records.committed import (
+    AbortedTransaction,
+    committed_batches,
+    committed_records,
+)
 from kafkalog.records.control import (
     ControlRecordKey,
     EndTransactionMarker,
@@ -35,6 +40,7 @@ from kafkalog.records.scanner import (
 )
 
 __all__ = [
+    "AbortedTransaction",
     "LOG_OVERHEAD",
     "RECORD_BATCH_OVERHEAD",
     "AnyBatch",
@@ -51,6 +57,8 @@ __all__ = [
     "RecordBatchHeader",
     "ScanStop",
     "build_empty_batch",
+    "committed_batches",
+    "committed_records",
     "build_end_txn_marker",
     "decode_batch",
     "decode_control_key",

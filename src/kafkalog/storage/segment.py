@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kafkalog.clock import Clock
 from kafkalog.errors import InvalidOffsetError, KafkaLogError
-from kafkalog.records import AnyBatch, MemoryRecords, ScanStop
+from kafkalog.records import AbortedTransaction, AnyBatch, MemoryRecords, ScanStop
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
@@ -50,7 +50,7 @@ class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice | None
     first_entry_incomplete: bool = False
-    aborted_transactions: list[tuple[int, int]] | None = None
+    aborted_transactions: list[AbortedTransaction] | None = None
 
     @property
     def size(self) -> int:

@@ -1,0 +1,324 @@
+"""The partition's producer state: every producer's entry, the open transactions, the first
+unstable offset, expiration and the snapshot files (spec §6.6, §6.7, §9.3).
+
+Why: the Log asks one object which producers exist, whether a batch is a retry, where the first
+undecided transaction starts (the last stable offset), and what an ABORT's transaction-index
+entry must say; the loader asks it to rebuild all of that from the nearest snapshot plus the
+batches after it. Refuses: writing log data or the transaction index (the Log and the segment
+do), and changing state for an append that failed (``ProducerAppendInfo`` stages it first).
+Thread-safety: none of its own; the Log calls it under the log lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafkalog.errors import CorruptSnapshotError
+from kafkalog.log.config import _int
+from kafkalog.log.producer_state import (
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    TxnMetadata,
+)
+from kafkalog.log.validator import AppendOrigin
+from kafkalog.records import AnyBatch
+from kafkalog.storage import filenames as fn
+from kafkalog.storage import producer_snapshot as snap
+from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
+from kafkalog.storage.segment import LogOffsetMetadata
+from kafkalog.storage.segments import LogSegments
+
+logger = logging.getLogger("kafkalog.log.producer_state")
+
+
+@dataclass(frozen=True)
+class ProducerStateConfig:
+    """The broker keys that govern producer state (spec §16.2)."""
+
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+    transaction_max_timeout_ms: int = 900_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> ProducerStateConfig:
+        keys = {
+            "producer.id.expiration.ms": ("producer_id_expiration_ms", _int(1, int32=True)),
+            "producer.id.expiration.check.interval.ms": (
+                "producer_id_expiration_check_interval_ms",
+                _int(1, int32=True),
+            ),
+            "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int(1, int32=True)),
+        }
+        values = {keys[k][0]: keys[k][1](k, v) for k, v in props.items() if k in keys}
+        return cls(**values)
+
+
+class ProducerStateManager:
+    """Owns the producers map, the ongoing and unreplicated transactions, the map end offset
+    (state reflects every offset below it) and the ``.snapshot`` files of one partition."""
+
+    def __init__(self, directory: Path, config: ProducerStateConfig | None = None) -> None:
+        self.directory = directory
+        self.config = config or ProducerStateConfig()
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, TxnMetadata] = {}  # by first offset
+        self._unreplicated: dict[int, TxnMetadata] = {}  # completed, marker above the HW
+        self._map_end_offset = 0
+        self._last_snap_offset = 0
+        self._snapshots: dict[int, Path] = snap.list_snapshots(directory)
+
+    # --- the map -------------------------------------------------------------------------------
+
+    @property
+    def map_end_offset(self) -> int:
+        return self._map_end_offset
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.producers and not self._unreplicated
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+        current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
+        return ProducerAppendInfo(producer_id, current, origin)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        entry = info.to_entry()
+        current = self.producers.get(info.producer_id)
+        if current is None:
+            self.producers[info.producer_id] = entry
+        else:
+            current.update(entry)
+        for txn in info.started_transactions:
+            self._ongoing[txn.first_offset.message_offset] = txn
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._map_end_offset = offset
+
+    def apply_batches(self, batches: Iterable[AnyBatch]) -> list[CompletedTxn]:
+        """Replay batches with replication semantics (no sequence checks) and complete their
+        transactions in memory; returns them (the loader's replay, spec §9.3)."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in batches:
+            if batch.producer_id < 0:
+                continue
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = infos[batch.producer_id] = self.prepare_update(
+                    batch.producer_id, AppendOrigin.REPLICATION
+                )
+            txn = info.append(batch)
+            if txn is not None:
+                completed.append(txn)
+        for info in infos.values():
+            self.update(info)
+        for txn in completed:
+            self.complete_txn(txn)
+        return completed
+
+    # --- transactions and the first unstable offset --------------------------------------------
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO an ABORT's index entry records: the first offset of the earliest transaction
+        another producer still has open, else the marker's offset + 1."""
+        for first in sorted(self._ongoing):
+            txn = self._ongoing[first]
+            if txn.producer_id != completed.producer_id:
+                return first
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        txn = self._ongoing.pop(completed.first_offset, None)
+        if txn is None:
+            raise KeyError(
+                f"transaction {completed} of {self.directory.name} was completed but never began"
+            )
+        txn.last_offset = completed.last_offset
+        self._unreplicated[completed.first_offset] = txn
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        for first in [
+            f
+            for f, t in self._unreplicated.items()
+            if t.last_offset is not None and t.last_offset < offset
+        ]:
+            del self._unreplicated[first]
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated(log_start_offset)
+        self._map_end_offset = max(self._map_end_offset, log_start_offset)
+        latest = self.latest_snapshot_offset()
+        self._last_snap_offset = log_start_offset if latest is None else latest
+
+    def first_unstable_offset(self) -> LogOffsetMetadata | None:
+        txns = (*self._ongoing.values(), *self._unreplicated.values())
+        candidates = [t.first_offset for t in txns]
+        return min(candidates, key=lambda m: m.message_offset, default=None)
+
+    def ongoing_transactions(self) -> list[TxnMetadata]:
+        return [self._ongoing[k] for k in sorted(self._ongoing)]
+
+    # --- expiration ----------------------------------------------------------------------------
+
+    def _is_expired(self, now: int, entry: ProducerStateEntry) -> bool:
+        return (
+            entry.current_txn_first_offset is None
+            and now - entry.last_timestamp >= self.config.producer_id_expiration_ms
+        )
+
+    def remove_expired_producers(self, now: int) -> list[int]:
+        """Drop producers idle for ``producer.id.expiration.ms`` (by record time) with no open
+        transaction; returns their ids."""
+        gone = [pid for pid, e in self.producers.items() if self._is_expired(now, e)]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
+
+    # --- snapshots -----------------------------------------------------------------------------
+
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots, default=None)
+
+    def oldest_snapshot_offset(self) -> int | None:
+        return min(self._snapshots, default=None)
+
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(self._snapshots)
+
+    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+        """Write ``<map end offset>.snapshot`` unless the state has not moved since the last."""
+        if self._map_end_offset <= self._last_snap_offset:
+            return None
+        path = fn.producer_snapshot_file(self.directory, self._map_end_offset)
+        snap.write_snapshot(
+            path, (e.to_snapshot_entry() for e in self.producers.values()), sync=sync
+        )
+        self._snapshots[self._map_end_offset] = path
+        self._last_snap_offset = self._map_end_offset
+        return path
+
+    def _delete_snapshot(self, offset: int) -> None:
+        path = self._snapshots.pop(offset, None)
+        if path is not None:
+            delete_if_exists(path)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for o in [o for o in self._snapshots if o < offset]:
+            self._delete_snapshot(o)
+
+    def mark_snapshot_for_deletion(self, offset: int) -> Path | None:
+        """Rename ``<offset>.snapshot`` to ``.snapshot.deleted`` (its segment is being deleted);
+        returns the new path for the caller's delayed delete."""
+        path = self._snapshots.pop(offset, None)
+        if path is None:
+            return None
+        target = path.with_name(path.name + fn.DELETED_FILE_SUFFIX)
+        return target if rename_if_exists(path, target) else None
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """Keep the snapshots at segment bases and the newest stray one (a clean shutdown's
+        snapshot at the log end) if it is above every base; delete the rest (spec §9)."""
+        bases = set(segment_base_offsets)
+        self._snapshots = snap.list_snapshots(self.directory)
+        strays = sorted(o for o in self._snapshots if o not in bases)
+        for o in strays[:-1]:
+            self._delete_snapshot(o)
+        if strays and bases and strays[-1] < max(bases):
+            self._delete_snapshot(strays[-1])
+
+    def _clear(self) -> None:
+        self.producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
+
+    def _load_entry(self, entry: ProducerStateEntry) -> None:
+        self.producers[entry.producer_id] = entry
+        first = entry.current_txn_first_offset
+        if first is not None:
+            self._ongoing[first] = TxnMetadata(entry.producer_id, LogOffsetMetadata(first))
+
+    def _load_from_snapshot(self, log_start_offset: int, now: int) -> None:
+        while self._snapshots:
+            offset = max(self._snapshots)
+            path = self._snapshots[offset]
+            try:
+                entries = snap.read_snapshot(path)
+            except CorruptSnapshotError as err:
+                logger.warning("deleting corrupt producer snapshot %s: %s", path, err)
+                self._delete_snapshot(offset)
+                continue
+            for e in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(e)
+                if not self._is_expired(now, entry):
+                    self._load_entry(entry)
+            self._last_snap_offset = self._map_end_offset = offset
+            return
+        self._last_snap_offset = self._map_end_offset = log_start_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now: int) -> None:
+        """Drop snapshots outside (log start, log end]; reload from the newest left unless the
+        in-memory state already ends at ``log_end_offset``."""
+        for o in [o for o in self._snapshots if o > log_end_offset or o <= log_start_offset]:
+            self._delete_snapshot(o)
+        if log_end_offset != self._map_end_offset:
+            self._clear()
+            self._load_from_snapshot(log_start_offset, now)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._clear()
+        for o in list(self._snapshots):
+            self._delete_snapshot(o)
+        self._last_snap_offset = 0
+        self._map_end_offset = offset
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager,
+    segments: LogSegments,
+    *,
+    log_start_offset: int,
+    last_offset: int,
+    now: int,
+    reload_from_clean_shutdown: bool,
+) -> None:
+    """Bring ``state`` to ``last_offset``: from the newest usable snapshot, replaying the
+    batches after it, snapshotting at the last two segment bases and at the end (spec §9.3)."""
+    bases = segments.base_offsets
+    to_snapshot = {last_offset, *bases[-2:]}
+    if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+        # a clean shutdown with no snapshot: nothing idempotent was ever written here
+        for offset in sorted(to_snapshot):
+            state.update_map_end_offset(offset)
+            state.take_snapshot()
+        return
+    was_empty = state.is_empty and state.map_end_offset >= last_offset
+    state.truncate_and_reload(log_start_offset, last_offset, now)
+    if last_offset > state.map_end_offset and not was_empty:
+        last_segment = segments.floor_segment(last_offset)
+        for seg in segments.values(state.map_end_offset, last_offset):
+            start = max(seg.base_offset, state.map_end_offset, log_start_offset)
+            state.update_map_end_offset(start)
+            if seg.base_offset in to_snapshot:
+                state.take_snapshot()
+            end = seg.size
+            if seg is last_segment:
+                found = seg.translate_offset(last_offset)
+                end = seg.size if found is None else found.position
+            begin = seg.translate_offset(start)
+            if begin is not None and begin.position < end:
+                state.apply_batches(seg.log.batches(begin.position, end))
+    state.update_map_end_offset(last_offset)
+    state.take_snapshot()

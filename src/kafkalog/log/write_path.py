@@ -1,0 +1,447 @@
+"""The Log's write path: leader, follower and coordinator appends (spec §6.1).
+
+Why: every append runs the same sequence under the log lock: size checks, maybe roll, producer
+state (duplicates, epochs, sequences, transactions), write, advance the log end, apply producer
+updates and ABORT entries to the transaction index, move the last stable offset, flush by policy.
+Keeping that sequence in one function keeps the three entry points honest. Refuses: roll, flush
+and truncation mechanics (the Log's), and reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kafkalog.errors import (
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kafkalog.log.append_info import LogAppendInfo
+from kafkalog.log.config import LogConfig
+from kafkalog.log.deleter import SegmentDeleter
+from kafkalog.log.leader_epoch import LeaderEpochCache
+from kafkalog.log.producer_batches import (
+    NO_PRODUCER,
+    ProducerFields,
+    build_batches,
+    shallow_offset_of,
+)
+from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo
+from kafkalog.log.producer_state_manager import ProducerStateManager
+from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
+from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets, check_record_values
+from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
+from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
+from kafkalog.storage.segments import LogSegments
+from kafkalog.storage.txn_index import AbortedTxn
+from kafkalog.types import NO_TIMESTAMP, CompressionType, ControlRecordType, TimestampType
+
+if TYPE_CHECKING:
+    from kafkalog.clock import Clock
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _as_buffer(records: MemoryRecords | Buffer) -> memoryview:
+    return records.buffer if isinstance(records, MemoryRecords) else memoryview(records)
+
+
+def _batches_of(data: Buffer) -> list[AnyBatch]:
+    return list(MemoryRecords(data).batches(verify_crc=False))
+
+
+class WritePath:
+    """Mixed into Log; uses only the attributes and methods declared here."""
+
+    config: LogConfig
+    clock: Clock
+    segments: LogSegments
+    leader_epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
+    auto_high_watermark: bool
+    _lock: threading.RLock
+    _leo: LogOffsetMetadata
+    _high_watermark: LogOffsetMetadata
+    _log_start_offset: int
+    _recovery_point: int
+    _last_flush_ms: int
+    _deleter: SegmentDeleter
+
+    if TYPE_CHECKING:
+
+        @property
+        def log_end_offset(self) -> int: ...
+        def _check_open(self) -> None: ...
+        def _active(self) -> LogSegment: ...
+        def roll(self, expected_next_offset: int | None = None) -> LogSegment: ...
+        def flush(self, offset: int | None = None) -> None: ...
+        def _set_high_watermark(self, metadata: LogOffsetMetadata) -> None: ...
+        def _update_first_unstable_offset(self) -> None: ...
+
+    # --- entry points --------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: Iterable[Record],
+        *,
+        compression: CompressionType | str | None = None,
+        leader_epoch: int = 0,
+        producer: ProducerFields | None = None,
+    ) -> LogAppendInfo:
+        """Append Python records as the leader: check them, give them offsets, write them.
+
+        ``None`` timestamps become the clock's time (as a Java producer does). Records that do not
+        fit in one batch of ``max.message.bytes`` are split over several batches. ``producer``
+        makes the append idempotent (and transactional): a retry of the same sequence range
+        returns the original offsets with ``duplicate=True`` and writes nothing.
+        """
+        recs = list(records)
+        if not recs:
+            raise InvalidRecordError("append needs at least one record")
+        producer = producer or NO_PRODUCER
+        codec = self.config.target_compression
+        if codec is None:
+            codec = CompressionType.parse(compression)
+        with self._lock:
+            self._check_open()
+            now = self.clock.milliseconds()
+            check_record_values(self.config, recs, now)
+            log_append = self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+            first = self.log_end_offset
+            chunks = build_batches(self.config, recs, first, now, codec, leader_epoch, producer)
+            last = first + len(recs) - 1
+            for chunk in chunks:  # check all before writing any: all or nothing
+                self._check_segment_size(len(chunk))
+            if producer.producer_id >= 0 and len(chunks) > 1:
+                # one write, so a retry is recognised (or not) as a whole
+                data = b"".join(chunks)
+                written = [(data, _batches_of(data))]
+            else:
+                written = [(c, _batches_of(c) if producer.producer_id >= 0 else []) for c in chunks]
+            for data, batches in written:
+                parsed = batches or _batches_of(data)
+                top = max(parsed, key=lambda b: b.max_timestamp)
+                duplicate = self._append_batches(
+                    data,
+                    batches,
+                    AppendOrigin.CLIENT,
+                    parsed[0].base_offset,
+                    parsed[-1].last_offset,
+                    top.max_timestamp,
+                    top.last_offset,
+                    [(leader_epoch, parsed[0].base_offset)],
+                )
+                if duplicate is not None:
+                    return self._duplicate_info(duplicate, len(recs), len(chunks), codec)
+            if log_append:
+                max_ts, shallow = now, last
+            else:
+                ts = [r.timestamp if r.timestamp is not None else now for r in recs]
+                max_ts = max(ts)
+                shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
+            return LogAppendInfo(
+                first,
+                last,
+                max_ts,
+                shallow,
+                now if log_append else NO_TIMESTAMP,
+                self._log_start_offset,
+                len(recs),
+                len(chunks),
+                sum(len(c) for c in chunks),
+                codec,
+                codec,
+                leader_epoch,
+            )
+
+    def append_records(
+        self, records: MemoryRecords | Buffer, *, leader_epoch: int = 0
+    ) -> LogAppendInfo:
+        """Append batches a producer built, as the leader: validate, assign offsets, write."""
+        data = _as_buffer(records)
+        analysis = analyze(data, self.config, AppendOrigin.CLIENT)
+        if not analysis.batches:
+            raise InvalidRecordError("the append holds no complete record batch")
+        with self._lock:
+            self._check_open()
+            now = self.clock.milliseconds()
+            v = assign_offsets(
+                analysis,
+                data,
+                next_offset=self.log_end_offset,
+                config=self.config,
+                now=now,
+                leader_epoch=leader_epoch,
+            )
+            idempotent = any(b.producer_id >= 0 for b in analysis.batches)
+            duplicate = self._append_batches(
+                v.data,
+                _batches_of(v.data) if idempotent else [],
+                AppendOrigin.CLIENT,
+                v.first_offset,
+                v.last_offset,
+                v.max_timestamp,
+                v.shallow_offset_of_max_timestamp,
+                [(leader_epoch, v.first_offset)],
+            )
+            if duplicate is not None:
+                return self._duplicate_info(
+                    duplicate, v.record_count, 1, v.target_compression, analysis.source_compression
+                )
+            return LogAppendInfo(
+                v.first_offset,
+                v.last_offset,
+                v.max_timestamp,
+                v.shallow_offset_of_max_timestamp,
+                v.log_append_time,
+                self._log_start_offset,
+                v.record_count,
+                1,
+                len(v.data),
+                analysis.source_compression,
+                v.target_compression,
+                leader_epoch,
+            )
+
+    def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
+        """Append replicated batches verbatim: offsets, epochs and timestamps are kept."""
+        data = _as_buffer(records)
+        analysis = analyze(data, self.config, AppendOrigin.REPLICATION, check_sizes=False)
+        if not analysis.batches:
+            raise InvalidRecordError("the append holds no complete record batch")
+        with self._lock:
+            self._check_open()
+            first = analysis.first_offset
+            if first < 0:
+                first = analysis.last_offset_of_first_batch
+            if first < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in append: first offset {first} is below the log end "
+                    f"offset {self.log_end_offset}",
+                    first,
+                    analysis.last_offset,
+                )
+            epochs = [
+                (b.partition_leader_epoch, b.base_offset)
+                for b in analysis.batches
+                if b.magic >= 2 and b.partition_leader_epoch >= 0
+            ]
+            if any(b.magic < 2 for b in analysis.batches) and self.leader_epoch_cache.entries:
+                self.leader_epoch_cache.clear()
+            self._append_batches(
+                data[: analysis.valid_bytes],
+                analysis.batches,
+                AppendOrigin.REPLICATION,
+                analysis.first_offset if analysis.first_offset >= 0 else None,
+                analysis.last_offset,
+                analysis.max_timestamp,
+                analysis.shallow_offset_of_max_timestamp,
+                epochs,
+            )
+            return LogAppendInfo(
+                analysis.first_offset,
+                analysis.last_offset,
+                analysis.max_timestamp,
+                analysis.shallow_offset_of_max_timestamp,
+                NO_TIMESTAMP,
+                self._log_start_offset,
+                analysis.record_count,
+                len(analysis.batches),
+                analysis.valid_bytes,
+                analysis.source_compression,
+                analysis.source_compression,
+                analysis.last_leader_epoch,
+            )
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlRecordType | str,
+        coordinator_epoch: int = 0,
+        *,
+        leader_epoch: int = 0,
+        timestamp: int | None = None,
+    ) -> LogAppendInfo:
+        """Write a COMMIT or ABORT marker for the producer's transaction (the transaction
+        coordinator's WriteTxnMarkers). An ABORT closing data adds a ``.txnindex`` entry."""
+        if isinstance(marker, str):
+            try:
+                marker = ControlRecordType[marker.strip().upper()]
+            except KeyError:
+                raise InvalidRecordError(
+                    f"marker must be commit or abort, not {marker!r}"
+                ) from None
+        if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            raise InvalidRecordError(f"marker must be COMMIT or ABORT, not {marker.name}")
+        with self._lock:
+            self._check_open()
+            offset = self.log_end_offset
+            ts = self.clock.milliseconds() if timestamp is None else timestamp
+            data = build_end_txn_marker(
+                offset=offset,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                marker=marker,
+                coordinator_epoch=coordinator_epoch,
+                timestamp=ts,
+                partition_leader_epoch=leader_epoch,
+            )
+            self._append_batches(
+                data,
+                _batches_of(data),
+                AppendOrigin.COORDINATOR,
+                offset,
+                offset,
+                ts,
+                offset,
+                [(leader_epoch, offset)],
+            )
+            return LogAppendInfo(
+                offset,
+                offset,
+                ts,
+                offset,
+                NO_TIMESTAMP,
+                self._log_start_offset,
+                1,
+                1,
+                len(data),
+                CompressionType.NONE,
+                CompressionType.NONE,
+                leader_epoch,
+            )
+
+    # --- the shared sequence -------------------------------------------------------------------
+
+    def _check_segment_size(self, size: int) -> None:
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"an append of {size} bytes is larger than segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+
+    def _append_batches(
+        self,
+        data: Buffer,
+        batches: Sequence[AnyBatch],
+        origin: AppendOrigin,
+        first_offset: int | None,
+        last_offset: int,
+        max_ts: int,
+        shallow: int,
+        epochs: list[tuple[int, int]],
+    ) -> BatchMetadata | None:
+        """Under the lock: roll if needed, check producer state, write, advance the offsets,
+        apply producer updates, flush by policy. ``batches`` are the written batches with
+        producer ids (others may be left out). Returns the original batch of a duplicate."""
+        self._check_segment_size(len(data))
+        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
+        updates, completed, duplicate = self._producer_updates(batches, segment, origin)
+        if duplicate is not None:
+            return duplicate
+        segment.append(last_offset, max_ts, shallow, data)
+        for epoch, start in epochs:
+            if epoch >= 0:
+                self.leader_epoch_cache.assign(epoch, start)
+        self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        state = self.producer_state
+        for info in updates:
+            state.update(info)
+        for txn in completed:
+            lso = state.last_stable_offset(txn)
+            if txn.is_aborted:
+                segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
+            state.complete_txn(txn)
+        state.update_map_end_offset(last_offset + 1)
+        if self.auto_high_watermark or self._high_watermark.message_offset >= last_offset + 1:
+            self._set_high_watermark(self._leo)
+        else:
+            self._update_first_unstable_offset()
+        self._deleter.run()
+        if (
+            self.log_end_offset - self._recovery_point >= self.config.flush_messages
+            or self.clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+        return None
+
+    def _producer_updates(
+        self, batches: Sequence[AnyBatch], segment: LogSegment, origin: AppendOrigin
+    ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        """Stage the producer-state changes of the batches; nothing live changes here."""
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        position = segment.size
+        state = self.producer_state
+        for batch in batches:
+            pid = batch.producer_id
+            if pid >= 0:
+                if origin is AppendOrigin.CLIENT:
+                    entry = state.last_entry(pid)
+                    duplicate = entry.find_duplicate_batch(batch) if entry else None
+                    if duplicate is not None:
+                        return [], [], duplicate
+                info = updates.get(pid)
+                if info is None:
+                    info = updates[pid] = state.prepare_update(pid, origin)
+                # a transaction's start position lets the LSO resolve without an index lookup
+                meta = (
+                    LogOffsetMetadata(batch.base_offset, segment.base_offset, position)
+                    if batch.is_transactional
+                    else None
+                )
+                txn = info.append(batch, meta)
+                if txn is not None:
+                    completed.append(txn)
+            position += batch.size_in_bytes
+        return list(updates.values()), completed, None
+
+    def _duplicate_info(
+        self,
+        duplicate: BatchMetadata,
+        records: int,
+        batches: int,
+        codec: CompressionType,
+        source: CompressionType | None = None,
+    ) -> LogAppendInfo:
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            self._log_start_offset,
+            records,
+            batches,
+            0,
+            source or codec,
+            codec,
+            duplicate=True,
+        )
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, last_offset: int, roll_offset: int | None
+    ) -> LogSegment:
+        seg = self._active()
+        now = self.clock.milliseconds()
+        facts = SegmentFacts(
+            seg.base_offset,
+            seg.size,
+            seg.time_waited_for_roll(now, max_ts),
+            seg.roll_jitter_ms,
+            seg.offset_index_full(),
+            seg.time_index_full(),
+        )
+        params = RollParams(
+            self.config.segment_bytes, self.config.max_segment_ms, size, last_offset
+        )
+        if should_roll(facts, params) is None:
+            return seg
+        if roll_offset is None:
+            roll_offset = last_offset - 2**31 + 1
+        return self.roll(new_segment_base(roll_offset, self.log_end_offset))
