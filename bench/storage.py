@@ -163,6 +163,51 @@ def _run(root: Path) -> list[Row]:
         )
     )
 
+    # --- idempotent producer batches vs the same batches without a producer id ---------------
+    small_recs = [Record(b"v" * 1000, key=b"key-%06d" % i, timestamp=NOW) for i in range(16)]
+
+    def producer_batches(pid: int) -> list[bytes]:
+        return [
+            bytes(
+                MemoryRecords.build(
+                    small_recs,
+                    producer_id=pid,
+                    producer_epoch=0 if pid >= 0 else -1,
+                    base_sequence=i * len(small_recs) if pid >= 0 else -1,
+                )
+            )
+            for i in range(2000)
+        ]
+
+    idempotent_batches, plain_batches = producer_batches(1), producer_batches(-1)
+
+    def idempotent() -> float:
+        elapsed = seconds_in_new_log(
+            root / "idem-0", lambda log: [log.append_records(x) for x in idempotent_batches]
+        )
+        return 2000 / elapsed
+
+    def plain() -> float:
+        elapsed = seconds_in_new_log(
+            root / "plain-0", lambda log: [log.append_records(x) for x in plain_batches]
+        )
+        return 2000 / elapsed
+
+    idempotent(), plain()  # warm-up
+    ours, raw = alternate(idempotent, plain)
+    rows.append(
+        Row(
+            "storage",
+            "idempotent append, 16 KiB producer batches",
+            "batch/s",
+            statistics.median(ours),
+            "same batches, no producer id",
+            statistics.median(raw),
+            paired_ratio=paired(ours, raw),
+            notes="sequence checks, duplicate cache and producer-state updates per batch",
+        )
+    )
+
     # --- leader append of Python Record objects -----------------------------------------------
     small = [
         [Record(b"x" * 100, key=b"user-%05d" % (i % 1000), timestamp=NOW) for i in range(1000)]

@@ -10,15 +10,24 @@ from kafkalog.errors import (
     CorruptRecordError,
     InvalidArgumentError,
     InvalidConfigError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTopicError,
+    InvalidTxnStateError,
     KafkaLogError,
     LogClosedError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
     UnsupportedCompressionTypeError,
 )
+from kafkalog.log.config import LogConfig
+from kafkalog.log.log import Log
+from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.records import (
+    AbortedTransaction,
     BatchScanner,
     LegacyRecordBatch,
     MemoryRecords,
@@ -26,12 +35,20 @@ from kafkalog.records import (
     RecordBatch,
     RecordBatchBuilder,
     ScanStop,
+    committed_records,
 )
-from kafkalog.types import CompressionType, ControlRecordType, TimestampType, TopicPartition
+from kafkalog.types import (
+    CompressionType,
+    ControlRecordType,
+    IsolationLevel,
+    TimestampType,
+    TopicPartition,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbortedTransaction",
     "BatchScanner",
     "Clock",
     "CompressionType",
@@ -41,14 +58,22 @@ __all__ = [
     "CorruptionError",
     "InvalidArgumentError",
     "InvalidConfigError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTopicError",
+    "InvalidTxnStateError",
+    "IsolationLevel",
     "KafkaLogError",
     "LegacyRecordBatch",
+    "Log",
     "LogClosedError",
+    "LogConfig",
     "ManualClock",
     "MemoryRecords",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerFields",
+    "ProducerStateError",
     "Record",
     "RecordBatch",
     "RecordBatchBuilder",
@@ -57,6 +82,8 @@ __all__ = [
     "SystemClock",
     "TimestampType",
     "TopicPartition",
+    "TransactionCoordinatorFencedError",
     "UnsupportedCompressionTypeError",
+    "committed_records",
     "__version__",
 ]
