@@ -10,6 +10,7 @@ retention and compaction (LogManager and the cleaner decide those), and serving 
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from pathlib import Path
@@ -31,6 +32,15 @@ from kafkalog.log.producer_state_manager import (
     rebuild_producer_state,
 )
 from kafkalog.log.read_path import ReadPath
+from kafkalog.log.retention import (
+    Predicate,
+    RetentionReason,
+    SegmentView,
+    deletable_prefix,
+    log_start_offset_breach,
+    retention_ms_breach,
+    retention_size_breach,
+)
 from kafkalog.log.standalone import StandaloneState
 from kafkalog.log.write_path import WritePath
 from kafkalog.storage import filenames as fn
@@ -38,6 +48,8 @@ from kafkalog.storage.atomic import delete_if_exists, fsync_dir
 from kafkalog.storage.producer_snapshot import fsync_snapshot
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
+
+logger = logging.getLogger("kafkalog.log")
 
 
 class Log(ReadPath, WritePath):
@@ -377,15 +389,80 @@ class Log(ReadPath, WritePath):
                     f"cannot move the log start offset to {offset}, above the high watermark "
                     f"{self.high_watermark}"
                 )
-            if offset <= self._log_start_offset:
-                return False
-            self._log_start_offset = offset
-            self._recovery_point = max(self._recovery_point, offset)
-            self.leader_epoch_cache.truncate_from_start(offset)
-            self.producer_state.on_log_start_offset_incremented(offset)
-            self._update_first_unstable_offset()
-            self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
-            return True
+            return self._increment_start_offset(offset)
+
+    def _increment_start_offset(self, offset: int) -> bool:
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        if self._high_watermark.message_offset < offset:
+            self._high_watermark = self._offset_metadata(offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        self._update_first_unstable_offset()
+        self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
+        return True
+
+    # --- retention -----------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (spec §10.1): segments wholly below the log start offset always go;
+        with ``cleanup.policy`` delete, so do those breaching ``retention.bytes`` and then
+        ``retention.ms``. Files are renamed ``.deleted`` and removed after
+        ``file.delete.delay.ms``, so reads in progress finish. Returns how many segments went."""
+        deleted = self._delete_breached(RetentionReason.LOG_START_OFFSET_BREACH)
+        if self.config.delete:
+            deleted += self._delete_breached(RetentionReason.RETENTION_SIZE_BREACH)
+            deleted += self._delete_breached(RetentionReason.RETENTION_MS_BREACH)
+        self._deleter.run()
+        return deleted
+
+    def _delete_breached(self, reason: RetentionReason) -> int:
+        with self._lock:
+            self._check_open()
+            segments = list(self.segments)
+            views = [SegmentView(s.base_offset, s.size, s.largest_timestamp()) for s in segments]
+            predicate: Predicate | None
+            if reason is RetentionReason.LOG_START_OFFSET_BREACH:
+                predicate = log_start_offset_breach(self._log_start_offset)
+            elif reason is RetentionReason.RETENTION_SIZE_BREACH:
+                total = sum(v.size for v in views)
+                predicate = retention_size_breach(total, self.config.retention_bytes)
+            else:
+                now = self.clock.milliseconds()
+                predicate = retention_ms_breach(now, self.config.retention_ms)
+            if predicate is None:
+                return 0
+            count = deletable_prefix(
+                views,
+                predicate,
+                high_watermark=self.high_watermark,
+                log_end_offset=self.log_end_offset,
+            )
+            if count == 0:
+                return 0
+            doomed = segments[:count]
+            if count == len(segments):  # a log always keeps one segment: roll a new one first
+                fresh = self.roll()
+                if doomed[-1].base_offset == fresh.base_offset:
+                    doomed = doomed[:-1]
+            for seg in doomed:
+                self._drop_segment(seg)
+                snapshot = self.producer_state.mark_snapshot_for_deletion(seg.base_offset)
+                if snapshot is not None:
+                    self._deleter.schedule_file(snapshot)
+            first = self.segments.first_segment()
+            assert first is not None
+            self._increment_start_offset(first.base_offset)
+            logger.info(
+                "deleted %d segment(s) of %s (%s); log start offset %d",
+                count,
+                self.directory.name,
+                reason.value,
+                self._log_start_offset,
+            )
+            return count
 
     def remove_expired_producers(self) -> list[int]:
         """Drop producers idle for ``producer.id.expiration.ms`` with no open transaction (the

@@ -145,6 +145,8 @@ class ProducerStateManager:
         self._unreplicated[completed.first_offset] = txn
 
     def _remove_unreplicated(self, offset: int) -> None:
+        if not self._unreplicated:  # the common case, on every append
+            return
         for first in [
             f
             for f, t in self._unreplicated.items()
@@ -162,6 +164,8 @@ class ProducerStateManager:
         self._last_snap_offset = log_start_offset if latest is None else latest
 
     def first_unstable_offset(self) -> LogOffsetMetadata | None:
+        if not self._ongoing and not self._unreplicated:
+            return None
         txns = (*self._ongoing.values(), *self._unreplicated.values())
         candidates = [t.first_offset for t in txns]
         return min(candidates, key=lambda m: m.message_offset, default=None)
