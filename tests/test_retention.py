@@ -121,7 +121,8 @@ def test_compact_only_logs_lose_only_segments_below_the_log_start(tmp_path: Path
     log.maybe_increment_log_start_offset(third + 1)
     assert log.delete_old_segments() == 2
     assert log.segments.base_offsets[0] == third and log.log_start_offset == third + 1
-    both = filled_log(tmp_path / "b", clock, **{"retention.ms": 1, "cleanup.policy": "compact,delete"})
+    props = {"retention.ms": 1, "cleanup.policy": "compact,delete"}
+    both = filled_log(tmp_path / "b", clock, **props)
     clock.advance(10_000)
     assert both.delete_old_segments() > 0
 
