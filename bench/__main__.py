@@ -8,10 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from bench import codec, storage
+from bench import codec, manager, storage
 from bench.harness import Row, fmt, machine
 
-SUITES = {"codec": codec.run, "storage": storage.run}
+SUITES = {"codec": codec.run, "storage": storage.run, "manager": manager.run}
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import gc
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -143,3 +146,12 @@ def fmt(value: float, unit: str) -> str:
     if unit.endswith("/s") and value >= 1e3:
         return f"{value / 1e3:.1f} k{unit}"
     return f"{value:.3g} {unit}"
+
+
+def in_temp_dir(prefix: str, body: Callable[[Path], list[Row]]) -> list[Row]:
+    """Run a suite's body in a fresh temporary directory, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        return body(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

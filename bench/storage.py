@@ -11,7 +11,6 @@ import random
 import shutil
 import statistics
 import struct
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-from bench.harness import Row
+from bench.harness import Row, in_temp_dir
 from kafkalog import ManualClock, MemoryRecords, Record
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
@@ -79,11 +78,7 @@ def median_rate(fn: Callable[[], float], rounds: int = 3) -> float:
 
 
 def run() -> list[Row]:
-    root = Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
-    try:
-        return _run(root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return in_temp_dir("kafkalog-bench-", _run)
 
 
 def _run(root: Path) -> list[Row]:

@@ -26,6 +26,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.manager import LogManager, ManagerConfig
 from kafkalog.records import (
     AbortedTransaction,
     BatchScanner,
@@ -68,6 +69,8 @@ __all__ = [
     "Log",
     "LogClosedError",
     "LogConfig",
+    "LogManager",
+    "ManagerConfig",
     "ManualClock",
     "MemoryRecords",
     "OffsetOutOfRangeError",

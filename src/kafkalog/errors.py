@@ -156,3 +156,21 @@ class InvalidTxnStateError(ProducerStateError):
 class TransactionCoordinatorFencedError(ProducerStateError):
     """A marker written by a coordinator epoch older than the one seen last (a zombie
     coordinator)."""
+
+
+# --- the log manager ----------------------------------------------------------------------------
+
+
+class LogDirectoryLockedError(KafkaLogError):
+    """Another process (or LogManager) holds the ``.lock`` of a log directory."""
+
+
+class TopicExistsError(KafkaLogError, ValueError):
+    """A topic being created already has partitions in the log directories."""
+
+
+class UnknownTopicOrPartitionError(KafkaLogError, KeyError):
+    """No log exists for the requested topic partition."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,7 @@
+"""kafkalog.manager: the LogManager over one or more log directories (spec §13)."""
+
+from kafkalog.manager.config import ManagerConfig
+from kafkalog.manager.log_manager import LogManager
+from kafkalog.manager.scheduler import Scheduler
+
+__all__ = ["LogManager", "ManagerConfig", "Scheduler"]

@@ -1,0 +1,50 @@
+"""ManagerConfig: the broker-level keys the log manager obeys (spec §16.2), Kafka's defaults.
+
+Why: retention, flush and checkpoint periods, recovery threads and producer expiry are broker
+settings, not topic ones; one frozen object parsed in one place keeps them next to their Kafka
+names. Refuses: unknown keys and malformed values (a typed error names the key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log.config import _int
+from kafkalog.log.producer_state_manager import ProducerStateConfig
+from kafkalog.types import INT64_MAX
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    num_recovery_threads_per_data_dir: int = 1
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = INT64_MAX
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    log_initial_task_delay_ms: int = 30_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+    transaction_max_timeout_ms: int = 900_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
+        """Build from Kafka broker keys (``log.retention.check.interval.ms``, ...)."""
+        names = {f.name.replace("_", "."): f.name for f in fields(cls)}
+        values: dict[str, int] = {}
+        for key, value in (props or {}).items():
+            if key not in names:
+                raise InvalidConfigError(key, "unknown broker config name for the log manager")
+            low = 1 if key == "num.recovery.threads.per.data.dir" else 0
+            values[names[key]] = _int(low)(key, value)
+        return cls(**values)
+
+    @property
+    def producer_state(self) -> ProducerStateConfig:
+        return ProducerStateConfig(
+            self.producer_id_expiration_ms,
+            self.producer_id_expiration_check_interval_ms,
+            self.transaction_max_timeout_ms,
+        )

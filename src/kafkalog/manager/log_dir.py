@@ -1,0 +1,97 @@
+"""One entry of ``log.dirs``: its lock, clean-shutdown marker, checkpoints and topic configs.
+
+Why: Kafka keeps per-directory state beside the partitions: ``.lock`` (so two processes never
+own the same data), ``.kafka_cleanshutdown``, and the recovery-point and log-start-offset
+checkpoints for every partition in it. Topic config overrides, which a broker keeps in its
+metadata log, live here in ``kafkalog-topic-configs.json`` (a file, so a broker opening the
+directory ignores it). Refuses: opening logs (the manager does).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from kafkalog.errors import CorruptCheckpointError, LogDirectoryLockedError
+from kafkalog.storage import filenames as fn
+from kafkalog.storage.atomic import delete_if_exists, write_atomically
+from kafkalog.storage.checkpoints import OffsetCheckpointFile
+from kafkalog.types import TopicPartition
+
+TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
+
+
+class LogDirectory:
+    """A locked log directory. Not thread-safe: the manager serialises its calls."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        self._lock_fd: int | None = os.open(path / fn.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise LogDirectoryLockedError(
+                f"log directory {path} is locked by another process or manager"
+            ) from err
+        self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = OffsetCheckpointFile(path / fn.LOG_START_OFFSET_CHECKPOINT)
+
+    def take_clean_shutdown(self) -> bool:
+        """Whether the last shutdown was clean; the marker is removed, so a crash from now on
+        counts as unclean."""
+        marker = self.path / fn.CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        delete_if_exists(marker)
+        return clean
+
+    def mark_clean_shutdown(self) -> None:
+        marker = self.path / fn.CLEAN_SHUTDOWN_FILE
+        write_atomically(marker, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+
+    def read_checkpoints(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """(recovery points, log start offsets); an unreadable file counts as empty, as in Kafka
+        (everything is then recovered)."""
+        out = []
+        for f in (self.recovery_points, self.log_start_offsets):
+            try:
+                out.append(f.read())
+            except CorruptCheckpointError:
+                out.append({})
+        return out[0], out[1]
+
+    def write_checkpoints(
+        self, recovery: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int]
+    ) -> None:
+        self.recovery_points.write(recovery)
+        self.log_start_offsets.write(starts)
+
+    def partition_dirs(self) -> list[Path]:
+        return sorted(p for p in self.path.iterdir() if p.is_dir())
+
+    def read_topic_configs(self) -> dict[str, dict[str, str]]:
+        path = self.path / TOPIC_CONFIGS_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            raise CorruptCheckpointError(
+                f"unreadable topic configs: {err}", file=str(path)
+            ) from err
+        return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.items()}
+
+    def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
+        write_atomically(self.path / TOPIC_CONFIGS_FILE, text.encode())
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None

@@ -1,0 +1,303 @@
+"""LogManager: every partition log across the log directories (spec §13).
+
+Why: users manage topics, not single partitions. The manager locks each directory, loads every
+partition in parallel at start (recovering after a crash from the directory's checkpoints),
+places new partitions in the directory holding the fewest, keeps topic config overrides, runs
+retention, flushing, checkpoints and producer expiry as periodic tasks on an injectable clock
+(each also callable on demand), deletes topics asynchronously, and shuts down cleanly. Refuses:
+compaction (the cleaner, when it lands, is driven from here) and replica movement between dirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from kafkalog.clock import SYSTEM_CLOCK, Clock
+from kafkalog.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    KafkaLogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.config import LogConfig
+from kafkalog.log.log import Log
+from kafkalog.manager.config import ManagerConfig
+from kafkalog.manager.log_dir import LogDirectory
+from kafkalog.manager.scheduler import Scheduler
+from kafkalog.storage import filenames as fn
+from kafkalog.types import TopicPartition, validate_topic_name
+
+logger = logging.getLogger("kafkalog.manager")
+
+
+class LogManager:
+    """Owns the logs of its directories. Thread-safe: the map and directory files are guarded by
+    one lock; each Log guards itself."""
+
+    def __init__(
+        self,
+        log_dirs: str | Path | Iterable[str | Path],
+        default_config: LogConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        config: ManagerConfig | None = None,
+    ) -> None:
+        paths = (
+            [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
+        )
+        if not paths:
+            raise InvalidConfigError("log.dirs", "at least one log directory is needed")
+        seen = [p.resolve() for p in paths]
+        if len(set(seen)) != len(seen):
+            raise InvalidConfigError("log.dirs", f"duplicate log directories in {paths}")
+        self.default_config = default_config or LogConfig()
+        self.clock = clock or SYSTEM_CLOCK
+        self.config = config or ManagerConfig()
+        self._lock = threading.RLock()
+        self._dirs: list[LogDirectory] = []
+        try:
+            for p in paths:
+                self._dirs.append(LogDirectory(p))
+        except KafkaLogError:
+            for d in self._dirs:
+                d.release()
+            raise
+        self._logs: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._pending_deletes: list[tuple[int, Path]] = []
+        self._closed = False
+        self._load_logs()
+        self.scheduler = Scheduler(self.clock)
+        self._schedule_tasks()
+
+    # --- start-up ---------------------------------------------------------------------------
+
+    def _load_logs(self) -> None:
+        for d in self._dirs:
+            self._topic_configs.update(d.read_topic_configs())
+        for d in self._dirs:
+            clean = d.take_clean_shutdown()
+            recovery, starts = d.read_checkpoints()
+            jobs: list[tuple[TopicPartition, Path]] = []
+            for path in d.partition_dirs():
+                try:
+                    tp = fn.parse_partition_dir_name(path.name)
+                except InvalidTopicError:
+                    continue  # not a partition (e.g. remote-log-index-cache)
+                if path.name.endswith(fn.DELETE_DIR_SUFFIX):
+                    self._pending_deletes.append((self._delete_due(tp.topic), path))
+                elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
+                    jobs.append((tp, path))
+            threads = self.config.num_recovery_threads_per_data_dir
+            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-load") as pool:
+                futures = [
+                    pool.submit(
+                        self._open_log, path, tp, recovery.get(tp, 0), starts.get(tp, 0), clean
+                    )
+                    for tp, path in jobs
+                ]
+                opened = [f.result() for f in futures]
+            for (tp, _), log in zip(jobs, opened, strict=True):
+                if tp in self._logs:
+                    other = self._logs[tp][1].path
+                    raise KafkaLogError(f"partition {tp} is in both {other} and {d.path}")
+                self._logs[tp] = (log, d)
+        logger.info("loaded %d logs from %d log dirs", len(self._logs), len(self._dirs))
+
+    def _open_log(
+        self, path: Path, tp: TopicPartition, recovery: int, start: int, clean: bool
+    ) -> Log:
+        return Log.open(
+            path,
+            self.topic_config(tp.topic),
+            self.clock,
+            recovery_point=recovery,
+            log_start_offset=start,
+            had_clean_shutdown=clean,
+            producer_state_config=self.config.producer_state,
+        )
+
+    def _schedule_tasks(self) -> None:
+        c, delay = self.config, self.config.log_initial_task_delay_ms
+        for name, action, period in (
+            ("kafka-log-retention", self.run_retention, c.log_retention_check_interval_ms),
+            ("kafka-log-flusher", self.run_flush, c.log_flush_scheduler_interval_ms),
+            (
+                "kafka-recovery-point-checkpoint",
+                self.run_checkpoints,
+                c.log_flush_offset_checkpoint_interval_ms,
+            ),
+            (
+                "kafka-log-start-offset-checkpoint",
+                self.run_checkpoints,
+                c.log_flush_start_offset_checkpoint_interval_ms,
+            ),
+            ("kafka-delete-logs", self.run_delete_logs, 1000),
+        ):
+            self.scheduler.schedule(name, action, period_ms=period, delay_ms=delay)
+        self.scheduler.schedule(
+            "PeriodicProducerExpirationCheck",
+            self.run_producer_expiration,
+            period_ms=c.producer_id_expiration_check_interval_ms,
+            delay_ms=c.producer_id_expiration_check_interval_ms,
+        )
+
+    # --- topics and partitions ----------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The topic's config: the manager's defaults plus its persisted overrides."""
+        overrides = self._topic_configs.get(topic, {})
+        return LogConfig.from_properties(overrides, defaults=self.default_config)
+
+    def create_topic(
+        self, topic: str, partitions: int = 1, config: Mapping[str, Any] | None = None
+    ) -> list[Log]:
+        """Create ``partitions`` partition logs; overrides are validated and persisted."""
+        validate_topic_name(topic)
+        if partitions < 1:
+            raise InvalidConfigError("partitions", f"must be >= 1, not {partitions}")
+        overrides = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()
+        }
+        LogConfig.from_properties(overrides, defaults=self.default_config)  # fail before writing
+        with self._lock:
+            self._check_open()
+            if any(tp.topic == topic for tp in self._logs):
+                raise TopicExistsError(f"topic {topic!r} already exists")
+            self._topic_configs[topic] = overrides
+            self._write_topic_configs()
+            return [self._create_log(TopicPartition(topic, p)) for p in range(partitions)]
+
+    def _create_log(self, tp: TopicPartition) -> Log:
+        counts = {id(d): 0 for d in self._dirs}
+        for _, d in self._logs.values():
+            counts[id(d)] += 1
+        target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
+        log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
+        self._logs[tp] = (log, target)
+        return log
+
+    def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
+        with self._lock:
+            entry = self._logs.get(TopicPartition(topic, partition))
+        if entry is None:
+            raise UnknownTopicOrPartitionError(f"no log for {topic}-{partition}")
+        return entry
+
+    def get_log(self, topic: str, partition: int = 0) -> Log:
+        return self._entry(topic, partition)[0]
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return {tp: log for tp, (log, _) in sorted(self._logs.items())}
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> number of partitions."""
+        out: dict[str, int] = {}
+        for tp in self.logs():
+            out[tp.topic] = out.get(tp.topic, 0) + 1
+        return out
+
+    def log_dir_of(self, topic: str, partition: int = 0) -> Path:
+        return self._entry(topic, partition)[1].path
+
+    def delete_topic(self, topic: str) -> None:
+        """Close the topic's logs and rename them ``<topic>-<p>.<uuid>-delete``; their files go
+        after ``file.delete.delay.ms`` (``run_delete_logs``)."""
+        with self._lock:
+            self._check_open()
+            doomed = [tp for tp in self._logs if tp.topic == topic]
+            if not doomed:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            due = self._delete_due(topic)
+            for tp in doomed:
+                log, _ = self._logs.pop(tp)
+                log.close()
+                target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}-delete")
+                log.directory.rename(target)
+                self._pending_deletes.append((due, target))
+            self._topic_configs.pop(topic, None)
+            self._write_topic_configs()
+            self.run_checkpoints()
+
+    def _delete_due(self, topic: str) -> int:
+        return self.clock.milliseconds() + self.topic_config(topic).file_delete_delay_ms
+
+    def _write_topic_configs(self) -> None:
+        for d in self._dirs:
+            d.write_topic_configs(self._topic_configs)
+
+    # --- background tasks, callable on demand -------------------------------------------------
+
+    def run_retention(self) -> int:
+        """Apply retention to every log whose policy has no compaction (compacted logs get theirs
+        from the cleaner, as in Kafka); returns the number of segments deleted."""
+        return sum(
+            log.delete_old_segments() for log in self.logs().values() if not log.config.compact
+        )
+
+    def run_flush(self) -> int:
+        """Flush logs whose ``flush.ms`` has elapsed; returns how many were flushed."""
+        return sum(1 for log in self.logs().values() if log.flush_if_due())
+
+    def run_checkpoints(self) -> None:
+        """Write each directory's recovery-point and log-start-offset checkpoints."""
+        with self._lock:
+            for d in self._dirs:
+                mine = [(tp, log) for tp, (log, owner) in self._logs.items() if owner is d]
+                recovery = {tp: log.recovery_point for tp, log in mine}
+                starts = {
+                    tp: log.log_start_offset
+                    for tp, log in mine
+                    if log.log_start_offset > log.segments.base_offsets[0]
+                }
+                d.write_checkpoints(recovery, starts)
+
+    def run_producer_expiration(self) -> int:
+        return sum(len(log.remove_expired_producers()) for log in self.logs().values())
+
+    def run_delete_logs(self) -> int:
+        """Remove the ``-delete`` directories whose delay has passed; returns how many."""
+        now = self.clock.milliseconds()
+        with self._lock:
+            due = [p for t, p in self._pending_deletes if t <= now]
+            self._pending_deletes = [(t, p) for t, p in self._pending_deletes if t > now]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+        return len(due)
+
+    # --- shutdown -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaLogError("the log manager is closed")
+
+    def close(self) -> None:
+        """Stop the tasks, flush and close every log, write the checkpoints and the clean-shutdown
+        marker of each directory, and release the locks."""
+        with self._lock:
+            if self._closed:
+                return
+            self.scheduler.shutdown()
+            threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
+            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
+                list(pool.map(lambda entry: entry[0].close(), list(self._logs.values())))
+            self.run_checkpoints()
+            for d in self._dirs:
+                d.mark_clean_shutdown()
+                d.release()
+            self._closed = True
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
