@@ -246,3 +246,24 @@ def test_manager_config_rejects_unknown_keys() -> None:
         ).log_retention_check_interval_ms
         == 1000
     )
+
+
+@pytest.mark.parametrize("step", ["renamed", "checkpointed"])
+def test_a_crash_during_retention_leaves_a_consistent_log(tmp_path: Path, step: str) -> None:
+    clock = ManualClock(NOW)
+    dirs = [tmp_path / "a"]
+    m = manager(dirs, clock)
+    m.create_topic("t", config={"retention.bytes": 500})
+    fill(m, "t", n=20)
+    m.run_checkpoints()
+    assert m.run_retention() > 0  # files renamed .deleted, removal still pending
+    start = m.get_log("t").log_start_offset
+    if step == "checkpointed":
+        m.run_checkpoints()
+    crash(m)
+    with manager(dirs, clock) as m:
+        log = m.get_log("t")
+        assert not [p for p in log.directory.iterdir() if p.name.endswith(".deleted")]
+        assert log.log_start_offset == start == log.segments.base_offsets[0]
+        assert log.read_records(start)[0].offset == start
+        assert log.log_end_offset == 20
