@@ -29,7 +29,6 @@ from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
 from kafkalog.storage.segment import LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.types import INT64_MAX
 
 logger = logging.getLogger("kafkalog.log.loader")
@@ -104,12 +103,7 @@ class _Loader:
                 txn = info.append(batch)
                 state.update(info)
                 if txn is not None:
-                    if txn.is_aborted:
-                        lso = state.last_stable_offset(txn)
-                        seg.txn_index.append(
-                            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                        )
-                    state.complete_txn(txn)
+                    state.complete_txn_into(txn, seg.txn_index)
             state.update_map_end_offset(batch.last_offset + 1)
 
         return on_batch

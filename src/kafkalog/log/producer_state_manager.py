@@ -32,6 +32,7 @@ from kafkalog.storage import producer_snapshot as snap
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.segment import LogOffsetMetadata
 from kafkalog.storage.segments import LogSegments
+from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
 logger = logging.getLogger("kafkalog.log.producer_state")
 
@@ -144,6 +145,19 @@ class ProducerStateManager:
         txn.last_offset = completed.last_offset
         self._unreplicated[completed.first_offset] = txn
 
+    def complete_txn_into(self, completed: CompletedTxn, txn_index: TransactionIndex) -> None:
+        """Complete a transaction whose marker was just written; an ABORT also gets its entry,
+        with the LSO of this moment, in the marker's segment's index (Kafka's updateTxnIndex).
+        If the index write fails the transaction stays open, so the LSO does not advance."""
+        if completed.is_aborted:
+            lso = self.last_stable_offset(completed)
+            txn_index.append(
+                AbortedTxn(
+                    completed.producer_id, completed.first_offset, completed.last_offset, lso
+                )
+            )
+        self.complete_txn(completed)
+
     def _remove_unreplicated(self, offset: int) -> None:
         if not self._unreplicated:  # the common case, on every append
             return
@@ -193,9 +207,6 @@ class ProducerStateManager:
 
     def latest_snapshot_offset(self) -> int | None:
         return max(self._snapshots, default=None)
-
-    def oldest_snapshot_offset(self) -> int | None:
-        return min(self._snapshots, default=None)
 
     def snapshot_offsets(self) -> list[int]:
         return sorted(self._snapshots)

@@ -35,7 +35,6 @@ from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets, check_
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.types import NO_TIMESTAMP, CompressionType, ControlRecordType, TimestampType
 
 if TYPE_CHECKING:
@@ -351,12 +350,7 @@ class WritePath:
         for info in updates:
             state.update(info)
         for txn in completed:
-            lso = state.last_stable_offset(txn)
-            if txn.is_aborted:
-                segment.txn_index.append(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                )
-            state.complete_txn(txn)
+            state.complete_txn_into(txn, segment.txn_index)
         state.update_map_end_offset(last_offset + 1)
         if self.auto_high_watermark or self._high_watermark.message_offset >= last_offset + 1:
             self._set_high_watermark(self._leo)

@@ -46,11 +46,6 @@ class Scheduler:
         with self._lock:
             self._tasks.append(_Task(name, period_ms, action, self.clock.milliseconds() + delay_ms))
 
-    @property
-    def task_names(self) -> list[str]:
-        with self._lock:
-            return [t.name for t in self._tasks]
-
     def tick(self) -> list[str]:
         """Run every task that is due now; returns their names."""
         now = self.clock.milliseconds()
