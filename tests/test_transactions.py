@@ -303,3 +303,14 @@ def test_committed_records_matches_the_consumer_rule() -> None:
     got = [r.offset for r in committed_records(batches, [AbortedTransaction(1, 0)])]
     assert got == [1, 3]
     assert [r.offset for r in committed_records(batches, [])] == [0, 1, 3]
+
+
+def test_snapshots_below_the_last_two_segments_are_pruned(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for i in range(6):
+        log.append(values(1, f"v{i}"), producer=ProducerFields(1, 0, i))
+        log.roll()
+    # active base 6, the segment before it 5, recovery point 6 -> keep snapshots from 5
+    assert log.producer_state.snapshot_offsets() == [5, 6]
+    log = crash(log)
+    assert log.producer_state.producers[1].last_seq == 5

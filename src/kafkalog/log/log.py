@@ -265,13 +265,7 @@ class Log(ReadPath, WritePath):
                 fn.transaction_index_file(self.directory, new_base),
             ):
                 delete_if_exists(path)
-            seg = LogSegment(
-                self.directory,
-                new_base,
-                self.config.segment_params(),
-                self.clock,
-                roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-            )
+            seg = self._new_segment(new_base)
             self.segments.add(seg)
             self._leo = LogOffsetMetadata(self.log_end_offset, new_base, 0)
             # a snapshot at the new base lets recovery of this segment start from it
@@ -282,8 +276,19 @@ class Log(ReadPath, WritePath):
             if snapshot is not None:
                 fsync_snapshot(snapshot)
             self.flush(new_base)
-            self._save_standalone_state()
+            if self._standalone is not None:  # a LogManager prunes after its checkpoint
+                self._save_standalone_state()
+                self.delete_snapshots_after_recovery_point_checkpoint()
             return seg
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            self.config.segment_params(),
+            self.clock,
+            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+        )
 
     def _drop_segment(self, seg: LogSegment) -> None:
         """Take a segment out of the list now; its files go after ``file.delete.delay.ms``."""
@@ -363,13 +368,7 @@ class Log(ReadPath, WritePath):
             self._check_open()
             for seg in list(self.segments):
                 self._drop_segment(seg)
-            seg = LogSegment(
-                self.directory,
-                offset,
-                self.config.segment_params(),
-                self.clock,
-                roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-            )
+            seg = self._new_segment(offset)
             self.segments.add(seg)
             self.leader_epoch_cache.clear()
             self._log_start_offset = offset
@@ -463,6 +462,21 @@ class Log(ReadPath, WritePath):
                 self._log_start_offset,
             )
             return count
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        """Drop producer snapshots no recovery can need: those below both the second-to-last
+        segment's base and the base of the segment before the recovery point (Kafka prunes after
+        each recovery-point checkpoint, so a snapshot per roll does not pile up). Returns the
+        lowest offset kept."""
+        with self._lock:
+            active = self._active().base_offset
+            below_active = self.segments.floor_segment(active - 1) if active > 0 else None
+            two_segments = below_active.base_offset if below_active else active
+            point = self._recovery_point
+            below_point = self.segments.floor_segment(point - 1) if point > 0 else None
+            keep = min(below_point.base_offset if below_point else point, two_segments)
+            self.producer_state.delete_snapshots_before(keep)
+            return keep
 
     def remove_expired_producers(self) -> list[int]:
         """Drop producers idle for ``producer.id.expiration.ms`` with no open transaction (the

@@ -260,6 +260,8 @@ class LogManager:
                     if log.log_start_offset > log.segments.base_offsets[0]
                 }
                 d.write_checkpoints(recovery, starts)
+                for _, log in mine:
+                    log.delete_snapshots_after_recovery_point_checkpoint()
 
     def run_producer_expiration(self) -> int:
         return sum(len(log.remove_expired_producers()) for log in self.logs().values())
