@@ -174,3 +174,11 @@ class UnknownTopicOrPartitionError(KafkaLogError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+# --- the cleaner --------------------------------------------------------------------------------
+
+
+class LogCleaningAbortedError(KafkaLogError):
+    """A cleaning round was abandoned (its log was truncated, deleted or changed under it); the
+    round left no file behind and the log is as it was."""

@@ -42,6 +42,7 @@ from kafkalog.log.retention import (
     retention_size_breach,
 )
 from kafkalog.log.standalone import StandaloneState
+from kafkalog.log.swap import SegmentReplacement
 from kafkalog.log.write_path import WritePath
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
@@ -52,7 +53,7 @@ from kafkalog.storage.segments import LogSegments
 logger = logging.getLogger("kafkalog.log")
 
 
-class Log(ReadPath, WritePath):
+class Log(ReadPath, WritePath, SegmentReplacement):
     """One partition's log.
 
     Invariants: log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset;
@@ -91,6 +92,7 @@ class Log(ReadPath, WritePath):
         self._update_first_unstable_offset()
         self._last_flush_ms = clock.milliseconds()
         self._deleter = SegmentDeleter(clock, config.file_delete_delay_ms)
+        self.segments_generation = 0
         self.auto_high_watermark = True  # no replication: everything written is committed
 
     @classmethod
@@ -293,6 +295,7 @@ class Log(ReadPath, WritePath):
     def _drop_segment(self, seg: LogSegment) -> None:
         """Take a segment out of the list now; its files go after ``file.delete.delay.ms``."""
         self.segments.remove(seg.base_offset)
+        self.segments_generation += 1
         self._deleter.schedule(seg)
 
     def _save_standalone_state(self) -> None:
@@ -334,6 +337,7 @@ class Log(ReadPath, WritePath):
             if first is None or offset < first.base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
+            self.segments_generation += 1  # a cleaning round must not swap in what we cut
             for seg in self.segments.higher_segments(offset):
                 self._drop_segment(seg)
             active = self._active()

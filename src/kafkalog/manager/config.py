@@ -8,9 +8,10 @@ names. Refuses: unknown keys and malformed values (a typed error names the key).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import _int
 from kafkalog.log.producer_state_manager import ProducerStateConfig
@@ -28,18 +29,26 @@ class ManagerConfig:
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
     transaction_max_timeout_ms: int = 900_000
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
         """Build from Kafka broker keys (``log.retention.check.interval.ms``, ...)."""
-        names = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        values: dict[str, int] = {}
+        names = {f.name.replace("_", "."): f.name for f in fields(cls) if f.name != "cleaner"}
+        values: dict[str, Any] = {}
+        cleaner_props = {
+            k: v
+            for k, v in (props or {}).items()
+            if k.startswith("log.cleaner.") or k == "message.max.bytes"
+        }
         for key, value in (props or {}).items():
+            if key in cleaner_props:
+                continue
             if key not in names:
                 raise InvalidConfigError(key, "unknown broker config name for the log manager")
             low = 1 if key == "num.recovery.threads.per.data.dir" else 0
             values[names[key]] = _int(low)(key, value)
-        return cls(**values)
+        return cls(**values, cleaner=CleanerConfig.from_properties(cleaner_props))
 
     @property
     def producer_state(self) -> ProducerStateConfig:

@@ -4,8 +4,8 @@ Why: users manage topics, not single partitions. The manager locks each director
 partition in parallel at start (recovering after a crash from the directory's checkpoints),
 places new partitions in the directory holding the fewest, keeps topic config overrides, runs
 retention, flushing, checkpoints and producer expiry as periodic tasks on an injectable clock
-(each also callable on demand), deletes topics asynchronously, and shuts down cleanly. Refuses:
-compaction (the cleaner, when it lands, is driven from here) and replica movement between dirs.
+(each also callable on demand), drives the log cleaner, deletes topics asynchronously, and shuts
+down cleanly. Refuses: cleaning itself (``kafkalog.cleaner``) and replica movement between dirs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kafkalog.cleaner.manager import CleaningResult, LogCleaner
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
     InvalidConfigError,
@@ -75,6 +76,7 @@ class LogManager:
         self._pending_deletes: list[tuple[int, Path]] = []
         self._closed = False
         self._load_logs()
+        self.cleaner = LogCleaner(self.config.cleaner, self.logs, self.clock)
         self.scheduler = Scheduler(self.clock)
         self._schedule_tasks()
 
@@ -143,6 +145,14 @@ class LogManager:
             ("kafka-delete-logs", self.run_delete_logs, 1000),
         ):
             self.scheduler.schedule(name, action, period_ms=period, delay_ms=delay)
+        if self.config.cleaner.enable:
+            # on a ticking clock the scheduler drives the cleaner; ``start`` gives it threads
+            self.scheduler.schedule(
+                "kafka-log-cleaner",
+                self._cleaner_tick,
+                period_ms=self.config.cleaner.backoff_ms,
+                delay_ms=delay,
+            )
         self.scheduler.schedule(
             "PeriodicProducerExpirationCheck",
             self.run_producer_expiration,
@@ -219,7 +229,10 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             due = self._delete_due(topic)
             for tp in doomed:
-                log, _ = self._logs.pop(tp)
+                log, owner = self._logs[tp]
+                self.cleaner.manager.abort_and_pause_cleaning(tp)
+                del self._logs[tp]
+                self.cleaner.manager.remove_partition(tp, owner.path)
                 log.close()
                 target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}-delete")
                 log.directory.rename(target)
@@ -243,6 +256,22 @@ class LogManager:
         return sum(
             log.delete_old_segments() for log in self.logs().values() if not log.config.compact
         )
+
+    def run_cleaner(self) -> list[CleaningResult]:
+        """Compact every eligible log (filthiest first) until none is left eligible, then apply
+        retention to compacted logs; returns what each cleaning round did."""
+        self._check_open()
+        return self.cleaner.run_once()
+
+    def _cleaner_tick(self) -> None:
+        if not self.cleaner.running:
+            self.cleaner.run_once()
+
+    def start(self) -> None:
+        """Run the background tasks for real: the scheduler thread and the cleaner threads."""
+        self._check_open()
+        self.scheduler.start()
+        self.cleaner.start()
 
     def run_flush(self) -> int:
         """Flush logs whose ``flush.ms`` has elapsed; returns how many were flushed."""
@@ -289,6 +318,7 @@ class LogManager:
             if self._closed:
                 return
             self.scheduler.shutdown()
+            self.cleaner.shutdown()
             threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
             with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
                 list(pool.map(lambda entry: entry[0].close(), list(self._logs.values())))

@@ -133,6 +133,18 @@ class RecordBatchBuilder:
     def append_record(self, record: Record, offset: int | None = None) -> int:
         return self.append(record.value, record.key, record.headers, record.timestamp, offset)
 
+    def override_last_offset(self, last_offset: int) -> None:
+        """Make the batch claim ``last_offset`` as its last offset even if its last record sits
+        lower: the cleaner keeps a batch's offset range (and so the producer's last sequence)
+        after dropping its tail records."""
+        delta = last_offset - self.base_offset
+        if delta < self._last_offset_delta or delta > INT32_MAX:
+            low = self.base_offset + self._last_offset_delta
+            raise InvalidRecordError(
+                f"last offset {last_offset} must lie in [{low}, {self.base_offset + INT32_MAX}]"
+            )
+        self._last_offset_delta = delta
+
     def append_end_txn_marker(
         self, marker: ControlRecordType, coordinator_epoch: int, timestamp: int
     ) -> int:

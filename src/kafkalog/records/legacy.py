@@ -7,6 +7,7 @@ magic < 2, compressed inner messages, and any I/O.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Sequence
 
@@ -316,8 +317,13 @@ def build_legacy(
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
     log_append_time: int | None = None,
     compression_level: int | None = None,
+    offsets: Sequence[int] | None = None,
 ) -> bytes:
-    """Encode records as v0/v1 entries: one per record, or one compressed wrapper."""
+    """Encode records as v0/v1 entries: one per record, or one compressed wrapper.
+
+    ``offsets`` (strictly increasing, one per record) keeps sparse offsets, as after compaction;
+    by default the records take ``base_offset``, ``base_offset + 1``, ...
+    """
     if magic not in (0, 1):
         raise InvalidRecordError(f"legacy magic must be 0 or 1, not {magic}")
     compression.check_codec_for_magic(compression_type, magic)
@@ -325,6 +331,10 @@ def build_legacy(
         raise InvalidRecordError(f"base offset must be >= 0, not {base_offset}")
     if not records:
         return b""
+    if offsets is None:
+        offsets = range(base_offset, base_offset + len(records))
+    elif len(offsets) != len(records) or any(b <= a for a, b in itertools.pairwise(offsets)):
+        raise InvalidRecordError("offsets must be strictly increasing, one per record")
     ts_bit = 0
     if magic == 1 and timestamp_type is TimestampType.LOG_APPEND_TIME:
         if log_append_time is None:
@@ -342,18 +352,19 @@ def build_legacy(
         timestamps.append(ts)
     if compression_type is CompressionType.NONE:
         return b"".join(
-            encode_message(magic, base_offset + i, ts_bit, ts, r.key, r.value)
-            for i, (r, ts) in enumerate(zip(records, timestamps, strict=True))
+            encode_message(magic, off, ts_bit, ts, r.key, r.value)
+            for off, r, ts in zip(offsets, records, timestamps, strict=True)
         )
+    first = offsets[0]
     inner = b"".join(
-        encode_message(magic, (base_offset + i) if magic == 0 else i, ts_bit, ts, r.key, r.value)
-        for i, (r, ts) in enumerate(zip(records, timestamps, strict=True))
+        encode_message(magic, off if magic == 0 else off - first, ts_bit, ts, r.key, r.value)
+        for off, r, ts in zip(offsets, records, timestamps, strict=True)
     )
     payload = compression.compress(compression_type, inner, magic=magic, level=compression_level)
     wrapper_ts = NO_TIMESTAMP
     if magic == 1:
         wrapper_ts = log_append_time if ts_bit else max(timestamps)  # type: ignore[assignment]
-    last_offset = base_offset + len(records) - 1
+    last_offset = offsets[-1]
     return encode_message(
         magic, last_offset, ts_bit | int(compression_type), wrapper_ts, None, payload
     )

@@ -1,0 +1,21 @@
+"""Log compaction (spec §12): the offset map, the cleaning rules, one round's recopy and swap,
+and the manager and threads that choose which log to clean.
+
+Why a package: compaction is the one part of Kafka's storage that rewrites data already written;
+its pieces are kept small and separately testable. Refuses: anything but compacted logs.
+"""
+
+from kafkalog.cleaner.cleaner import Cleaner, CleanerStats
+from kafkalog.cleaner.config import CleanerConfig
+from kafkalog.cleaner.manager import CleaningResult, LogCleaner, LogCleanerManager
+from kafkalog.cleaner.offset_map import OffsetMap
+
+__all__ = [
+    "Cleaner",
+    "CleanerConfig",
+    "CleanerStats",
+    "CleaningResult",
+    "LogCleaner",
+    "LogCleanerManager",
+    "OffsetMap",
+]

@@ -1,0 +1,289 @@
+"""One cleaning round of one log (spec §12.4-§12.5): map the dirty keys, recopy, swap.
+
+Why: this is where compaction touches data. It reads only inactive segments below the round's
+upper bound, without the log lock, through the one scanner; it writes new ``.cleaned`` segments
+with the same offsets; and it hands them to the Log's crash-safe swap. Anything that goes wrong
+before the swap leaves only ``.cleaned`` files, which it removes (and which recovery discards).
+Refuses: choosing the log or the range (the cleaner manager does) and holding the log lock
+while copying.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kafkalog.cleaner.config import CleanerConfig
+from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.policy import CleanedTransactionMetadata, CleanerCounters, LogCleanerFilter
+from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segments_by_size
+from kafkalog.cleaner.throttler import Throttler
+from kafkalog.clock import Clock
+from kafkalog.errors import CorruptRecordError
+from kafkalog.log.log import Log
+from kafkalog.log.swap import LastRecord
+from kafkalog.records.filter import RetainedBatch, filter_batches
+from kafkalog.records.scanner import BatchScanner, next_batch_size
+from kafkalog.storage.segment import LogSegment
+
+logger = logging.getLogger("kafkalog.cleaner")
+
+
+@dataclass
+class CleanerStats:
+    """What a round did (Kafka's CleanerStats)."""
+
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    segments_cleaned: int = 0
+    segments_written: int = 0
+    buffer_utilization: float = 0.0
+    first_dirty_offset: int = 0
+    end_offset: int = 0
+    elapsed_ns: int = 0
+    counters: CleanerCounters = field(default_factory=CleanerCounters)
+
+
+def segment_facts(seg: LogSegment) -> CleanerSegment:
+    return CleanerSegment(
+        seg.base_offset,
+        seg.size,
+        seg.largest_timestamp(),
+        seg.first_batch_timestamp(),
+        seg.offset_index.size_in_bytes,
+        seg.time_index.size_in_bytes,
+    )
+
+
+class Cleaner:
+    """Cleans one log at a time; one per cleaner thread (its map and buffers are its own)."""
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        clock: Clock,
+        throttler: Throttler,
+        check_done: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.throttler = throttler
+        self.check_done = check_done  # raises LogCleaningAbortedError if the round must stop
+        self.offset_map = OffsetMap(
+            config.dedupe_buffer_per_thread, config.dedupe_buffer_load_factor
+        )
+        self._buffer_size = config.io_buffer_per_thread
+
+    def clean(self, log: Log, to_clean: LogToClean) -> tuple[int, CleanerStats]:
+        """Run one round; return the next first dirty offset and the round's stats."""
+        stats = CleanerStats(first_dirty_offset=to_clean.first_dirty_offset)
+        start_ns = self.clock.nanoseconds()
+        now = self.clock.milliseconds()
+        generation = log.segments_generation
+        upper = to_clean.first_uncleanable_offset
+        max_message = max(log.config.max_message_bytes, self.config.max_message_size)
+        self.offset_map.clear()
+        self._build_offset_map(log, to_clean.first_dirty_offset, upper, max_message, stats)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.end_offset = end_offset
+        stats.buffer_utilization = self.offset_map.utilization
+        below_dirty = log.segments.values(0, to_clean.first_dirty_offset)
+        delete_retention = log.config.delete_retention_ms
+        legacy_horizon = (
+            below_dirty[-1].log.last_modified_ms() - delete_retention if below_dirty else 0
+        )
+        segments = [s for s in log.segments.values(0, end_offset) if s.base_offset < upper]
+        facts = {s.base_offset: s for s in segments}
+        groups = group_segments_by_size(
+            [segment_facts(s) for s in segments],
+            log.config.segment_bytes,
+            log.config.segment_index_bytes,
+            upper,
+        )
+        last_records = log.last_records_of_active_producers()
+        for group in groups:
+            sources = [facts[g.base_offset] for g in group]
+            generation = self._clean_segments(
+                log, sources, now, legacy_horizon, upper, last_records, max_message, stats,
+                generation,
+            )  # fmt: skip
+        stats.invalid_messages = stats.counters.invalid_messages
+        stats.elapsed_ns = self.clock.nanoseconds() - start_ns
+        return end_offset, stats
+
+    # --- the offset map --------------------------------------------------------------------------
+
+    def _build_offset_map(
+        self, log: Log, start: int, end: int, max_message: int, stats: CleanerStats
+    ) -> None:
+        dirty = [s for s in log.segments.values(start, end) if s.base_offset < end]
+        txns = CleanedTransactionMetadata()
+        txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+        for i, seg in enumerate(dirty):
+            self.check_done()
+            next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            if self._map_segment(seg, start, next_base, txns, max_message, stats):
+                return  # full: the round ends at the last key mapped
+
+    def _map_segment(
+        self,
+        seg: LogSegment,
+        start: int,
+        next_base: int,
+        txns: CleanedTransactionMetadata,
+        max_message: int,
+        stats: CleanerStats,
+    ) -> bool:
+        offset_map = self.offset_map
+        capacity = offset_map.usable_capacity
+        position = seg.offset_index.lookup(start).position
+        size = seg.size
+        while position < size:
+            chunk = seg.log.read(position, min(self._buffer_size, size - position))
+            self.throttler.maybe_throttle(len(chunk))
+            scanner = BatchScanner(chunk, verify_crc=False, file=str(seg.log.path))
+            for batch in scanner:
+                if batch.is_control:
+                    txns.on_control_batch_read(batch)
+                elif not txns.on_batch_read(batch):
+                    for record in batch.records():
+                        key = record.key
+                        if key is not None and record.offset >= start:
+                            if offset_map.size >= capacity:
+                                return True
+                            offset_map.put(key, record.offset)
+                        stats.map_messages_read += 1
+                if batch.last_offset >= start:
+                    offset_map.update_latest_offset(batch.last_offset)
+            self._check_scan(scanner, seg, position, max_message)
+            stats.map_bytes_read += scanner.valid_bytes
+            position += scanner.valid_bytes
+        offset_map.update_latest_offset(next_base - 1)  # skip any offset gap
+        self._buffer_size = self.config.io_buffer_per_thread
+        return False
+
+    def _check_scan(
+        self, scanner: BatchScanner, seg: LogSegment, position: int, max_message: int
+    ) -> None:
+        """Grow the read buffer when not even one batch fit it (spec §15 item 110)."""
+        if scanner.stop is not None and scanner.stop.is_corruption:
+            assert scanner.error is not None
+            raise CorruptRecordError(
+                f"cannot clean {seg.log.path}: {scanner.error}",
+                file=str(seg.log.path),
+                position=position + scanner.valid_bytes,
+            )
+        if scanner.valid_bytes > 0:
+            return
+        if self._buffer_size < max_message:
+            self._buffer_size = min(self._buffer_size * 2, max_message)
+            return
+        head = seg.log.read(position, min(17, seg.size - position))
+        batch_size = next_batch_size(head) or 0
+        left = seg.size - position
+        if batch_size > left or batch_size <= self._buffer_size:
+            raise CorruptRecordError(
+                f"log segment may be corrupt: batch size {batch_size} > {left} bytes left",
+                file=str(seg.log.path),
+                position=position,
+            )
+        self._buffer_size = batch_size
+
+    # --- recopying -------------------------------------------------------------------------------
+
+    def _clean_segments(
+        self,
+        log: Log,
+        sources: list[LogSegment],
+        now: int,
+        legacy_horizon: int,
+        upper: int,
+        last_records: Mapping[int, LastRecord],
+        max_message: int,
+        stats: CleanerStats,
+        generation: int,
+    ) -> int:
+        cleaned = log.create_cleaned_segment(sources[0].base_offset)
+        txns = CleanedTransactionMetadata()
+        txns.cleaned_index = cleaned.txn_index
+        try:
+            for i, seg in enumerate(sources):
+                nxt = sources[i + 1].base_offset if i + 1 < len(sources) else seg.read_next_offset()
+                txns.add_aborted_transactions(
+                    log.collect_aborted_transactions(seg.base_offset, nxt)
+                )
+                record_filter = LogCleanerFilter(
+                    offset_map=self.offset_map,
+                    txn_metadata=txns,
+                    last_records=last_records,
+                    upper_bound_offset=upper,
+                    retain_legacy_deletes=seg.log.last_modified_ms() > legacy_horizon,
+                    current_time=now,
+                    delete_retention_ms=log.config.delete_retention_ms,
+                    counters=stats.counters,
+                )
+                self._clean_into(seg, cleaned, record_filter, max_message, stats)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            cleaned.log.set_last_modified_ms(sources[-1].log.last_modified_ms())
+            log.replace_segments([cleaned], sources, generation)
+        except BaseException:
+            cleaned.delete_files()
+            raise
+        stats.segments_cleaned += len(sources)
+        stats.segments_written += 1
+        return log.segments_generation
+
+    def _clean_into(
+        self,
+        source: LogSegment,
+        dest: LogSegment,
+        record_filter: LogCleanerFilter,
+        max_message: int,
+        stats: CleanerStats,
+    ) -> None:
+        position = 0
+        size = source.size
+        while position < size:
+            self.check_done()
+            chunk = source.log.read(position, min(self._buffer_size, size - position))
+            self.throttler.maybe_throttle(len(chunk))
+            scanner = BatchScanner(chunk, verify_crc=False, file=str(source.log.path))
+            result = filter_batches(scanner, record_filter)
+            self._check_scan(scanner, source, position, max_message)
+            position += result.bytes_read
+            stats.bytes_read += result.bytes_read
+            stats.messages_read += result.messages_read
+            stats.messages_written += result.messages_retained
+            if result.output:
+                self._append_runs(dest, result.output, result.retained)
+                stats.bytes_written += len(result.output)
+                self.throttler.maybe_throttle(len(result.output))
+        self._buffer_size = self.config.io_buffer_per_thread
+
+    @staticmethod
+    def _append_runs(dest: LogSegment, output: bytearray, retained: list[RetainedBatch]) -> None:
+        """Append in runs of about ``index.interval.bytes``, so the cleaned segment's indexes are
+        as fine as those a leader writes (one append per read chunk would leave one entry)."""
+        out = memoryview(output)
+        interval = dest.params.index_interval_bytes
+        first = 0
+        for j, rb in enumerate(retained):
+            end = rb.position + rb.size
+            start = retained[first].position
+            if end - start < interval and j < len(retained) - 1:
+                continue
+            top = max(retained[first : j + 1], key=lambda r: r.max_timestamp)
+            dest.append(
+                rb.last_offset,
+                top.max_timestamp,
+                top.shallow_offset_of_max_timestamp,
+                out[start:end],
+            )
+            first = j + 1

@@ -1,0 +1,75 @@
+"""The cleaner's offset map: MD5(key) -> latest offset, with Kafka's capacity (spec §12.4).
+
+Why: a cleaning round must know, for every key in the dirty section, its latest offset, in
+bounded memory. Kafka's SkimpyOffsetMap packs 24-byte slots (16-byte MD5 + int64 offset) into
+``log.cleaner.dedupe.buffer.size / threads`` bytes and stops the round once
+``slots * log.cleaner.io.buffer.load.factor`` keys are in. We keep its contract exactly — keys
+are compared by MD5 only (a collision counts as the same key, as in Kafka), the capacity in keys
+is Kafka's, and a full map ends the round early — but store the digests in a dict: hashing and
+probing a bytearray in Python costs ~10x more per record. A dict entry takes ~100 bytes rather
+than 24, so a map holds the same number of keys as Kafka's in about 4x the memory.
+Refuses: persistence (it is cleared before each round) and keys it cannot hash (None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from kafkalog.errors import InvalidConfigError
+
+SLOT_SIZE = 24  # 16-byte MD5 + int64 offset, as Kafka sizes its slots
+MAX_BUFFER_PER_THREAD = 2**31 - 1
+
+
+class OffsetMap:
+    """Latest offset per key for one cleaning round."""
+
+    __slots__ = ("_map", "latest_offset", "memory", "slots", "usable_capacity")
+
+    def __init__(self, memory: int, load_factor: float = 0.9) -> None:
+        memory = min(memory, MAX_BUFFER_PER_THREAD)
+        self.memory = memory
+        self.slots = memory // SLOT_SIZE
+        self.usable_capacity = int(self.slots * load_factor)
+        if self.usable_capacity < 1:
+            raise InvalidConfigError(
+                "log.cleaner.dedupe.buffer.size",
+                f"{memory} bytes at load factor {load_factor} hold no key; the cleaner needs "
+                f"at least {SLOT_SIZE * 2} bytes per thread",
+            )
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+
+    @staticmethod
+    def digest(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
+        self.latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The latest offset recorded for ``key``, or -1."""
+        return self._map.get(hashlib.md5(key, usedforsecurity=False).digest(), -1)
+
+    def update_latest_offset(self, offset: int) -> None:
+        self.latest_offset = offset
+
+    @property
+    def size(self) -> int:
+        return len(self._map)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._map) >= self.usable_capacity
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+
+    def __len__(self) -> int:
+        return len(self._map)

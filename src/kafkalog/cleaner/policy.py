@@ -1,0 +1,192 @@
+"""The cleaner's per-batch and per-record rules (spec §12.6): what stays, what goes.
+
+Why: these rules decide which data a compacted topic keeps forever and which it loses, so they
+live apart from the I/O that applies them: aborted transactional data goes at once, commit and
+abort markers stay until their transaction's data is gone and a delete horizon has passed, the
+last batch of every active producer stays (even empty) so duplicate detection survives, and a
+key keeps only its latest record, a tombstone only until its horizon.
+Refuses: reading or writing files, choosing which log to clean.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.log.swap import LastRecord
+from kafkalog.records import Record
+from kafkalog.records.batch import RecordBatch
+from kafkalog.records.control import decode_control_key
+from kafkalog.records.filter import BatchRetention, BatchRetentionResult
+from kafkalog.records.scanner import AnyBatch
+from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.types import ControlRecordType
+
+
+@dataclass
+class _AbortedTxnState:
+    txn: AbortedTxn
+    last_observed_batch_offset: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """Tracks, while walking batches in offset order, which transactional data was aborted and
+    whether a marker's transaction still has data. Given ``cleaned_index``, re-indexes every
+    ABORT marker that must stay (its transaction still has batches)."""
+
+    def __init__(self) -> None:
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
+        self._aborted: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
+        self._seq = 0
+        self.cleaned_index: TransactionIndex | None = None
+
+    def add_aborted_transactions(self, txns: Iterable[AbortedTxn]) -> None:
+        for txn in txns:
+            heapq.heappush(self._aborted, (txn.first_offset, self._seq, txn))
+            self._seq += 1
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self._aborted and self._aborted[0][0] <= offset:
+            _, _, txn = heapq.heappop(self._aborted)
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
+
+    def on_control_batch_read(self, batch: AnyBatch) -> bool:
+        """True if the marker may be discarded (its transaction has no data left)."""
+        self._consume_aborted_up_to(batch.last_offset)
+        records = batch.records()
+        if not records:
+            return True  # an empty control batch was already cleaned
+        kind = decode_control_key(records[0].key).type
+        pid = batch.producer_id
+        if kind is ControlRecordType.ABORT:
+            state = self._ongoing_aborted.pop(pid, None)
+            if state is not None and state.last_observed_batch_offset is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(state.txn)
+                return False
+            return True
+        if kind is ControlRecordType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch_read(self, batch: AnyBatch) -> bool:
+        """True if this data batch belongs to an aborted transaction."""
+        self._consume_aborted_up_to(batch.last_offset)
+        if not (isinstance(batch, RecordBatch) and batch.is_transactional):
+            return False
+        state = self._ongoing_aborted.get(batch.producer_id)
+        if state is not None:
+            state.last_observed_batch_offset = batch.last_offset
+            return True
+        self._ongoing_committed.add(batch.producer_id)
+        return False
+
+
+@dataclass
+class CleanerCounters:
+    messages_read: int = 0
+    invalid_messages: int = 0
+
+
+class LogCleanerFilter:
+    """The RecordFilter of one segment's recopy (Kafka's filter inside ``cleanInto``)."""
+
+    def __init__(
+        self,
+        *,
+        offset_map: OffsetMap,
+        txn_metadata: CleanedTransactionMetadata,
+        last_records: Mapping[int, LastRecord],
+        upper_bound_offset: int,
+        retain_legacy_deletes: bool,
+        current_time: int,
+        delete_retention_ms: int,
+        counters: CleanerCounters,
+    ) -> None:
+        self.offset_map = offset_map
+        self.txn_metadata = txn_metadata
+        self.last_records = last_records
+        self.upper_bound_offset = upper_bound_offset
+        self.retain_legacy_deletes = retain_legacy_deletes
+        self.current_time = current_time
+        self.delete_retention_ms = delete_retention_ms
+        self.counters = counters
+        self._discard_batch_records = False
+
+    def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
+        last = self.last_records.get(batch.producer_id)
+        if last is None:
+            return False
+        if last.last_data_offset is not None:
+            return batch.last_offset == last.last_data_offset
+        return batch.is_control and batch.producer_epoch == last.producer_epoch
+
+    def check_batch_retention(self, batch: AnyBatch) -> BatchRetentionResult:
+        is_control = isinstance(batch, RecordBatch) and batch.is_control
+        if is_control:
+            can_discard = self.txn_metadata.on_control_batch_read(batch)
+            horizon = batch.delete_horizon_ms
+            self._discard_batch_records = (
+                can_discard and horizon is not None and horizon <= self.current_time
+            )
+        else:
+            can_discard = self.txn_metadata.on_batch_read(batch)
+            self._discard_batch_records = can_discard
+        if (
+            isinstance(batch, RecordBatch)
+            and batch.header.has_producer_id
+            and self._is_last_batch_of_producer(batch)
+        ) or batch.next_offset == self.upper_bound_offset:
+            retention = BatchRetention.RETAIN_EMPTY
+        elif self._discard_batch_records:
+            retention = BatchRetention.DELETE
+        else:
+            retention = BatchRetention.DELETE_EMPTY
+        return BatchRetentionResult(retention, can_discard and is_control)
+
+    def should_retain_record(self, batch: AnyBatch, record: Record) -> bool:
+        if self._discard_batch_records:
+            return False
+        if isinstance(batch, RecordBatch) and batch.is_control:
+            return True
+        return retain_record(
+            self.offset_map,
+            batch,
+            record,
+            retain_legacy_deletes=self.retain_legacy_deletes,
+            current_time=self.current_time,
+            counters=self.counters,
+        )
+
+
+def retain_record(
+    offset_map: OffsetMap,
+    batch: AnyBatch,
+    record: Record,
+    *,
+    retain_legacy_deletes: bool,
+    current_time: int,
+    counters: CleanerCounters,
+) -> bool:
+    """Kafka's per-record rule: beyond the map -> keep; keyless -> drop (invalid); otherwise
+    keep the latest occurrence of its key, and a tombstone only until the delete horizon."""
+    if record.offset > offset_map.latest_offset:
+        return True
+    key = record.key
+    if key is None:
+        counters.invalid_messages += 1
+        return False
+    if record.offset < offset_map.get(key):
+        return False
+    if record.value is not None:
+        return True
+    if isinstance(batch, RecordBatch):
+        horizon = batch.delete_horizon_ms
+        return horizon is None or current_time < horizon
+    return retain_legacy_deletes

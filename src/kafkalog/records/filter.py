@@ -1,0 +1,175 @@
+"""Filtering batches into a new buffer: the cleaner's primitive (Kafka's MemoryRecords.filterTo).
+
+Why: compaction decides per batch and per record what survives, and the bytes it writes must be
+what Kafka's cleaner writes: untouched batches copied verbatim, partly kept batches rebuilt with
+their producer fields, flags, codec and offset range, kept-but-empty batches reduced to the
+61-byte header, and tombstones or discardable markers stamped with a delete horizon (spec
+§12.6, §15 items 16-21). The decisions themselves belong to the caller (a ``RecordFilter``).
+Refuses: I/O and any policy of its own.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafkalog.errors import InvalidRecordError
+from kafkalog.records.batch import RecordBatch
+from kafkalog.records.builder import RecordBatchBuilder, build_empty_batch
+from kafkalog.records.legacy import build_legacy
+from kafkalog.records.record import Record
+from kafkalog.records.scanner import AnyBatch, BatchScanner, Buffer
+from kafkalog.types import TimestampType
+
+
+class BatchRetention(enum.Enum):
+    DELETE = "delete"  # drop the batch without looking at its records
+    DELETE_EMPTY = "delete empty"  # keep the surviving records; drop the batch if none survive
+    RETAIN_EMPTY = "retain empty"  # keep the batch even if no record survives (header only)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRetentionResult:
+    retention: BatchRetention
+    contains_marker_for_empty_txn: bool = False
+
+
+class RecordFilter(Protocol):
+    """What survives: asked once per batch, then once per record of a batch not deleted."""
+
+    current_time: int
+    delete_retention_ms: int
+
+    def check_batch_retention(self, batch: AnyBatch) -> BatchRetentionResult: ...
+
+    def should_retain_record(self, batch: AnyBatch, record: Record) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedBatch:
+    """Where one written batch sits in the output, and what the segment indexes need of it."""
+
+    position: int
+    size: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+
+
+@dataclass
+class FilterResult:
+    output: bytearray = field(default_factory=bytearray)
+    retained: list[RetainedBatch] = field(default_factory=list)
+    bytes_read: int = 0
+    messages_read: int = 0
+    messages_retained: int = 0
+    batches_rewritten: int = 0
+
+    @property
+    def bytes_retained(self) -> int:
+        return len(self.output)
+
+
+def filter_batches(scanner: BatchScanner, record_filter: RecordFilter) -> FilterResult:
+    """Run every batch the scanner yields through ``record_filter`` (see the module comment)."""
+    result = FilterResult()
+    for batch in scanner:
+        filter_batch(batch, record_filter, result)
+    return result
+
+
+def filter_buffer(buffer: Buffer, record_filter: RecordFilter) -> FilterResult:
+    return filter_batches(BatchScanner(buffer, verify_crc=False), record_filter)
+
+
+def filter_batch(batch: AnyBatch, record_filter: RecordFilter, result: FilterResult) -> None:
+    verdict = record_filter.check_batch_retention(batch)
+    result.bytes_read += batch.size_in_bytes
+    if verdict.retention is BatchRetention.DELETE:
+        return
+    records = batch.records()
+    result.messages_read += len(records)
+    kept = [r for r in records if record_filter.should_retain_record(batch, r)]
+    result.messages_retained += len(kept)
+    is_v2 = isinstance(batch, RecordBatch)
+    if kept:
+        has_tombstone = any(r.value is None for r in kept)
+        horizon = batch.delete_horizon_ms if is_v2 else None
+        set_horizon = (
+            is_v2 and (has_tombstone or verdict.contains_marker_for_empty_txn) and horizon is None
+        )
+        if len(kept) == len(records) and not set_horizon:
+            _emit(result, bytes(batch.buffer), batch)
+            return
+        if set_horizon:
+            horizon = record_filter.current_time + record_filter.delete_retention_ms
+        data = (
+            _rebuild_v2(batch, kept, horizon)  # type: ignore[arg-type]
+            if is_v2
+            else _rebuild_legacy(batch, kept)
+        )
+        result.batches_rewritten += 1
+        _emit(result, data, None)
+    elif verdict.retention is BatchRetention.RETAIN_EMPTY:
+        if not isinstance(batch, RecordBatch):
+            raise InvalidRecordError("only v2 batches can be kept empty")
+        h = batch.header
+        data = build_empty_batch(
+            base_offset=h.base_offset,
+            last_offset_delta=h.last_offset_delta,
+            max_timestamp=h.max_timestamp,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            timestamp_type=h.timestamp_type,
+            is_transactional=h.is_transactional,
+            is_control=h.is_control,
+            partition_leader_epoch=h.partition_leader_epoch,
+        )
+        result.batches_rewritten += 1
+        _emit(result, data, None)
+
+
+def _emit(result: FilterResult, data: bytes, original: AnyBatch | None) -> None:
+    # every written batch is one batch of the output, so its shallow offset is its last offset
+    batch = original or next(iter(BatchScanner(data, verify_crc=False)))
+    last = batch.last_offset
+    result.retained.append(
+        RetainedBatch(len(result.output), len(data), last, batch.max_timestamp, last)
+    )
+    result.output += data
+
+
+def _rebuild_v2(batch: RecordBatch, kept: list[Record], horizon: int | None) -> bytes:
+    h = batch.header
+    log_append = h.timestamp_type is TimestampType.LOG_APPEND_TIME
+    builder = RecordBatchBuilder(
+        compression=h.compression,
+        timestamp_type=h.timestamp_type,
+        base_offset=h.base_offset,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        is_transactional=h.is_transactional,
+        is_control=h.is_control,
+        partition_leader_epoch=h.partition_leader_epoch,
+        log_append_time=h.max_timestamp if log_append else None,
+        delete_horizon_ms=horizon,
+    )
+    for record in kept:
+        builder.append_record(record, record.offset)
+    builder.override_last_offset(h.last_offset)
+    return builder.build()
+
+
+def _rebuild_legacy(batch: AnyBatch, kept: list[Record]) -> bytes:
+    log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    return build_legacy(
+        kept,
+        magic=batch.magic,
+        compression_type=batch.compression,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+        log_append_time=batch.max_timestamp if log_append else None,
+        offsets=[r.offset for r in kept],
+    )
