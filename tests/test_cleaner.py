@@ -66,6 +66,14 @@ def put(log: Log, clock: ManualClock, key: str | None, value: str | None) -> int
     return log.append([rec]).first_offset
 
 
+def three_keys_log(tmp_path: Path, clock: ManualClock) -> Log:
+    log = open_log(tmp_path, clock)
+    for i in range(30):
+        put(log, clock, f"k{i % 3}", f"v{i}")
+    log.roll()
+    return log
+
+
 def batches(log: Log) -> list[AnyBatch]:
     return [b for s in log.segments for b in s.batches()]
 
@@ -506,10 +514,7 @@ def test_the_round_keeps_the_last_batch_before_its_upper_bound(tmp_path: Path) -
 
 def test_the_checkpoint_records_the_next_dirty_offset(tmp_path: Path) -> None:
     clock = ManualClock(NOW)
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        put(log, clock, f"k{i % 3}", f"v{i}")
-    log.roll()
+    log = three_keys_log(tmp_path, clock)
     cleaner = cleaner_for(log, clock)
     force_clean(cleaner)
     assert cleaner.manager.all_cleaner_checkpoints() == {TP: 30}
@@ -518,10 +523,7 @@ def test_the_checkpoint_records_the_next_dirty_offset(tmp_path: Path) -> None:
 
 def test_abort_pauses_and_resume_releases(tmp_path: Path) -> None:
     clock = ManualClock(NOW)
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        put(log, clock, f"k{i % 3}", f"v{i}")
-    log.roll()
+    log = three_keys_log(tmp_path, clock)
     cleaner = cleaner_for(log, clock)
     manager = cleaner.manager
     manager.abort_and_pause_cleaning(TP)
@@ -550,10 +552,7 @@ def test_abort_pauses_and_resume_releases(tmp_path: Path) -> None:
 
 def test_a_failing_partition_is_marked_uncleanable(tmp_path: Path) -> None:
     clock = ManualClock(NOW)
-    log = open_log(tmp_path, clock)
-    for i in range(30):
-        put(log, clock, f"k{i % 3}", f"v{i}")
-    log.roll()
+    log = three_keys_log(tmp_path, clock)
     first = log.segments.first_segment()
     assert first is not None
     with open(first.log.path, "r+b") as f:  # a batch length pointing past the segment end
