@@ -8,10 +8,15 @@ import json
 import sys
 from pathlib import Path
 
-from bench import codec, manager, storage
+from bench import cleaner, codec, manager, storage
 from bench.harness import Row, fmt, machine
 
-SUITES = {"codec": codec.run, "storage": storage.run, "manager": manager.run}
+SUITES = {
+    "codec": codec.run,
+    "storage": storage.run,
+    "manager": manager.run,
+    "cleaner": cleaner.run,
+}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -28,12 +33,13 @@ def render_markdown(rows: list[Row], when: str, host: str) -> str:
         f"- Date: {when}",
         f"- Machine: {host}",
         "",
-        "| suite | operation | kafkalog | baseline | baseline figure | ratio | target | status | also measured |",
+        "| suite | operation | kafkalog | baseline | baseline figure | ratio | target | status | also measured, notes |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         extra = "; ".join(
-            f"{k}: {fmt(v, r.unit)} (ours/it {r.ours / v:.2f})" for k, v in r.extra.items()
+            [f"{k}: {fmt(v, r.unit)} (ours/it {r.ours / v:.2f})" for k, v in r.extra.items()]
+            + ([r.notes] if r.notes else [])
         )
         target = "report" if r.target is None else f">= {r.target:g}"
         lines.append(
