@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from kafkalog import Log, LogConfig, LogManager, ManagerConfig, ManualClock, Record
 from kafkalog.cleaner import CleanerConfig, LogCleaner
-from kafkalog.errors import InvalidConfigError
+from kafkalog.cleaner.manager import CleaningState
+from kafkalog.errors import InvalidConfigError, LogCleaningAbortedError
 from kafkalog.storage import filenames as fn
 from kafkalog.types import TopicPartition
 
@@ -307,3 +308,77 @@ def test_cleaner_config_errors_name_the_key() -> None:
             assert next(iter(props)) in str(err)
         else:
             raise AssertionError(f"{props} was accepted")
+
+
+def test_truncation_aborts_cleaning_and_clamps_the_checkpoint(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    mgr = LogManager(tmp_path, clock=clock)
+    (log,) = mgr.create_topic("k", 1, {"cleanup.policy": "compact"})
+    for i in range(40):
+        log.append([Record(b"v%d" % i, b"k%d" % (i % 4), timestamp=NOW)])
+    log.roll()
+    mgr.run_cleaner()
+    tp = TopicPartition("k", 0)
+    assert mgr.cleaner.manager.all_cleaner_checkpoints() == {tp: 40}
+    assert mgr.truncate_to("k", 0, 38)
+    assert mgr.cleaner.manager.all_cleaner_checkpoints() == {tp: 38}
+    assert mgr.cleaner.manager.state(tp) is None  # resumed
+    mgr.close()
+
+
+def test_an_aborted_round_ends_paused(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    log = Log.open(tmp_path / "t-0", config(), clock)
+    for i in range(20):
+        log.append([Record(b"v", b"k%d" % (i % 2), timestamp=NOW)])
+    log.roll()
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=1 << 20), lambda: {TP: log}, clock)
+    manager = cleaner.manager
+    assert manager.grab_filthiest_compacted_log() is not None
+    waiter = threading.Thread(target=manager.abort_and_pause_cleaning, args=(TP,))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while manager.state(TP) is not CleaningState.ABORTED and time.monotonic() < deadline:
+        time.sleep(0.001)
+    try:
+        manager.check_cleaning_aborted(TP)
+    except LogCleaningAbortedError:
+        pass
+    else:
+        raise AssertionError("the round was not told to stop")
+    manager.done_cleaning(TP, log.directory.parent, 20)
+    waiter.join(10)
+    assert not waiter.is_alive() and manager.state(TP) is CleaningState.PAUSED
+    assert manager.all_cleaner_checkpoints() == {}  # an aborted round records nothing
+    manager.resume_cleaning(TP)
+    assert manager.state(TP) is None
+    log.close()
+
+
+def test_cleaner_threads_compact_in_the_background(tmp_path: Path) -> None:
+    config_ = ManagerConfig.from_properties(
+        {
+            "log.cleaner.backoff.ms": "10",
+            "log.cleaner.threads": "2",
+            "log.initial.task.delay.ms": "0",
+        }
+    )
+    mgr = LogManager(tmp_path, config=config_)  # the real clock: real threads
+    logs = mgr.create_topic("k", 2, {"cleanup.policy": "compact"})
+    for log in logs:
+        for i in range(30):
+            log.append([Record(b"v%d" % i, b"k%d" % (i % 3))])
+        log.roll()
+    mgr.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(len(data_of(x)) != 3 for x in logs):
+        time.sleep(0.02)
+    try:
+        assert [len(data_of(x)) for x in logs] == [3, 3]
+        assert {r.topic_partition.partition for r in mgr.cleaner.results} == {0, 1}
+    finally:
+        mgr.close()
+
+
+def data_of(log: Log) -> list[object]:
+    return [r for s in log.segments for b in s.batches() for r in b.records()]

@@ -241,6 +241,19 @@ class LogManager:
             self._write_topic_configs()
             self.run_checkpoints()
 
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """Truncate a partition to ``offset`` as a follower would (Kafka's LogManager.truncateTo):
+        any cleaning round on it is aborted first and its cleaner checkpoint clamped."""
+        log, owner = self._entry(topic, partition)
+        tp = TopicPartition(topic, partition)
+        self.cleaner.manager.abort_and_pause_cleaning(tp)
+        try:
+            truncated = log.truncate_to(offset)
+            self.cleaner.manager.maybe_truncate_checkpoint(owner.path, tp, log.log_end_offset)
+        finally:
+            self.cleaner.manager.resume_cleaning(tp)
+        return truncated
+
     def _delete_due(self, topic: str) -> int:
         return self.clock.milliseconds() + self.topic_config(topic).file_delete_delay_ms
 
