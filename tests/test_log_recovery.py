@@ -283,3 +283,37 @@ def test_a_broker_directory_opens_from_its_parent_checkpoints(tmp_path: Path) ->
     again = open_log(d)
     assert again.load_result.recovered_segments == []  # the broker's clean marker is honoured
     check_log(again, values)
+
+
+# --- spec §9.2: a legacy segment whose offsets overflow its base is split -----------------------
+
+
+def test_an_overflowed_legacy_segment_is_split_on_recovery(tmp_path: Path) -> None:
+    from kafkalog.records.legacy import build_legacy
+    from kafkalog.storage import filenames as fn
+    from kafkalog.types import INT32_MAX, CompressionType
+
+    part = tmp_path / "old-0"
+    part.mkdir()
+    high = INT32_MAX + 10
+    recs = [Record(b"v%d" % i, b"k%d" % i, timestamp=1_700_000_000_000) for i in range(4)]
+    data = build_legacy(
+        recs, magic=1, compression_type=CompressionType.NONE, offsets=[0, 1, high, high + 1]
+    )
+    data += build_legacy(
+        recs[:2], magic=1, compression_type=CompressionType.GZIP, offsets=[high + 5, high + 9]
+    )
+    fn.log_file(part, 0).write_bytes(data)  # no index: recovery rebuilds it and meets the overflow
+    log = Log.open(part, LogConfig(), ManualClock())
+    assert log.segments.base_offsets == (0, high)
+    assert log.log_end_offset == high + 10
+    got = [r.offset for s in log.segments for b in s.batches() for r in b.records()]
+    assert got == [0, 1, high, high + 1, high + 5, high + 9]
+    assert sum(s.size for s in log.segments) == len(data)
+    assert any("splitting" in a for a in log.load_result.actions)
+    assert not list(part.glob("*.swap")) and not list(part.glob("*.cleaned"))
+    assert log.read_records(high + 1)[0].value == b"v3"
+    log.close()
+    reopened = Log.open(part, LogConfig(), ManualClock())
+    assert reopened.segments.base_offsets == (0, high)
+    reopened.close()

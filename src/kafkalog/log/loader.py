@@ -23,11 +23,12 @@ from kafkalog.log.producer_state_manager import (
     ProducerStateManager,
     rebuild_producer_state,
 )
+from kafkalog.log.split import split_overflowed_segment
 from kafkalog.log.validator import AppendOrigin
 from kafkalog.records import AnyBatch
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
-from kafkalog.storage.segment import LogSegment
+from kafkalog.storage.segment import LogSegment, LogSegmentOffsetOverflowError
 from kafkalog.storage.segments import LogSegments
 from kafkalog.types import INT64_MAX
 
@@ -72,6 +73,7 @@ class _Loader:
         self.rng = rng
         self.result = result
         self.params = config.segment_params()
+        self.last_recovered: LogSegment | None = None
 
     def _segment(self, base: int, suffix: str = "") -> LogSegment:
         return LogSegment(
@@ -186,10 +188,28 @@ class _Loader:
                     seg.sanity_check(time_index_existed)
                 except (InvalidOffsetError, CorruptIndexError) as err:
                     self.result.note(f"rebuilding the indexes of {path}: {err}")
+                    self.result.segments.add(seg)
                     self.recover_segment(seg)
+                    continue
                 self.result.segments.add(seg)
 
     def recover_segment(self, seg: LogSegment) -> int:
+        """Recover ``seg`` (already in the segment map); a segment whose offsets overflow its
+        base is split first (spec §9.2) and its parts recovered in its place."""
+        self.last_recovered = seg
+        try:
+            return self._recover_one(seg)
+        except LogSegmentOffsetOverflowError as err:
+            self.result.note(f"splitting {seg.log.path}: {err}")
+            self.result.segments.remove(seg.base_offset)
+            parts = split_overflowed_segment(seg, self.params, self.clock)
+            for part in parts:
+                self.result.segments.add(part)
+            truncated = sum(self._recover_one(part) for part in parts)
+            self.last_recovered = parts[-1]
+            return truncated
+
+    def _recover_one(self, seg: LogSegment) -> int:
         # a private producer state, rebuilt up to this segment from the snapshots, so the
         # segment's transaction index can be rebuilt; its snapshot spares the next recovery
         state = ProducerStateManager(self.dir, self.result.producer_state.config)
@@ -223,7 +243,8 @@ class _Loader:
                     self.result.note(f"emptying {seg.log.path} after a failed recovery: {err}")
                     truncated = seg.truncate_to(seg.base_offset)
                 if truncated:
-                    for later in segments.higher_segments(seg.base_offset):
+                    anchor = (self.last_recovered or seg).base_offset  # a split's last part
+                    for later in segments.higher_segments(anchor):
                         self.delete_segment(later, "it follows a truncated segment")
                     break
         last = segments.last_segment()
