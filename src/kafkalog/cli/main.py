@@ -1,0 +1,131 @@
+"""The ``kafkalog`` command (also ``python -m kafkalog``): one entry point, many subcommands.
+
+Why: people inspect, repair and exercise logs from a shell with the tools Kafka taught them
+(kafka-dump-log, kafka-topics, the console producer and consumer). Every subcommand turns a
+kafkalog error into one line on stderr and a distinct exit code — never a traceback for a user
+error. Refuses: doing storage work itself (it calls the library) and guessing at bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from kafkalog.cli import admin, console
+from kafkalog.cli.dump_index import dump_files
+from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
+from kafkalog.errors import (
+    CorruptionError,
+    InvalidConfigError,
+    KafkaLogError,
+    LogDirectoryLockedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.types import INT32_MAX
+
+# distinct exit codes, so scripts can tell what went wrong (2 is click's usage error)
+EXIT_PROBLEMS_FOUND = 1
+EXIT_NOT_FOUND = 3
+EXIT_CORRUPT = 4
+EXIT_INVALID = 5
+EXIT_LOCKED = 6
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _exit_code(err: KafkaLogError) -> int:
+    if isinstance(err, UnknownTopicOrPartitionError | FileNotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(err, CorruptionError):
+        return EXIT_CORRUPT
+    if isinstance(err, LogDirectoryLockedError):
+        return EXIT_LOCKED
+    if isinstance(err, InvalidConfigError | TopicExistsError | ValueError):
+        return EXIT_INVALID
+    return EXIT_INVALID
+
+
+def user_errors(fn: F) -> F:
+    """One line and an exit code for every error a user can cause."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KafkaLogError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(_exit_code(err))
+        except FileNotFoundError as err:
+            click.echo(f"error: no such file or directory: {err.filename}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+        except (PermissionError, IsADirectoryError, NotADirectoryError) as err:
+            click.echo(f"error: {err.strerror}: {err.filename}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kafkalog")
+def cli() -> None:
+    """Kafka-format log directories from the shell: dump, inspect, verify, repair, produce,
+    consume, and run retention or compaction on demand."""
+
+
+@cli.command("dump-log")
+@click.option("--files", required=True, help="Comma-separated .log/.index/.timeindex/... files.")
+@click.option("--deep-iteration", is_flag=True, help="One line per record, not only per batch.")
+@click.option("--print-data-log", is_flag=True, help="Print keys and values (implies deep).")
+@click.option("--skip-record-metadata", is_flag=True, help="Omit the per-record metadata.")
+@click.option("--verify-index-only", is_flag=True, help="Index files: print only mismatches.")
+@click.option("--index-sanity-check", is_flag=True, help="Index files: sanity check only.")
+@click.option("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, show_default=True)
+@click.option("--max-bytes", type=int, default=None, help="Examine only the first N bytes.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per batch.")
+@user_errors
+def dump_log_cmd(
+    files: str,
+    deep_iteration: bool,
+    print_data_log: bool,
+    skip_record_metadata: bool,
+    verify_index_only: bool,
+    index_sanity_check: bool,
+    max_message_size: int,
+    max_bytes: int | None,
+    as_json: bool,
+) -> None:
+    """Print segments, indexes, txn indexes and producer snapshots as kafka-dump-log does.
+
+    \b
+    Example:
+      kafkalog dump-log --files data/clicks-0/00000000000000000000.log --print-data-log
+    """
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data_log=print_data_log,
+        skip_record_metadata=skip_record_metadata,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+        max_message_size=max_message_size,
+        max_bytes=INT32_MAX if max_bytes is None else max_bytes,
+        max_bytes_given=max_bytes is not None,
+        json=as_json,
+    )
+    report = dump_files([f for f in files.split(",") if f], options)
+    for line in report.out:
+        click.echo(line)
+    for line in report.err:
+        click.echo(line, err=True)
+
+
+admin.register(cli, user_errors)
+console.register(cli, user_errors)
+
+
+def main() -> None:
+    cli(prog_name="kafkalog")
