@@ -207,7 +207,7 @@ def test_user_errors_are_one_line_with_distinct_codes(tmp_path: Path) -> None:
     assert code == EXIT_NOT_FOUND and err.startswith("error: log directory")
     run("topics", "--log-dirs", str(tmp_path), "--create", "--topic", "x")
     code, _, err = run("consume", "--log-dirs", str(tmp_path), "--topic", "nope")
-    assert code == EXIT_NOT_FOUND and err == "error: no log for nope-0\n"
+    assert code == EXIT_NOT_FOUND and err == "error: topic 'nope' does not exist\n"
     code, _, err = run(
         "consume", "--log-dirs", str(tmp_path), "--topic", "x", "--partition", "0", "--offset", "x"
     )

@@ -40,7 +40,6 @@ class CleanerStats:
     bytes_written: int = 0
     messages_read: int = 0
     messages_written: int = 0
-    invalid_messages: int = 0
     segments_cleaned: int = 0
     segments_written: int = 0
     buffer_utilization: float = 0.0
@@ -49,15 +48,24 @@ class CleanerStats:
     elapsed_ns: int = 0
     counters: CleanerCounters = field(default_factory=CleanerCounters)
 
+    @property
+    def invalid_messages(self) -> int:
+        """Keyless records dropped (Kafka counts them as invalid)."""
+        return self.counters.invalid_messages
 
-def segment_facts(seg: LogSegment) -> CleanerSegment:
+
+def segment_facts(
+    seg: LogSegment, *, timestamps: bool = True, index_sizes: bool = True
+) -> CleanerSegment:
+    """What selection or grouping needs; choosing a log skips what its config does not use, as
+    timestamps may read the file and index sizes open the indexes of every segment."""
     return CleanerSegment(
         seg.base_offset,
         seg.size,
-        seg.largest_timestamp(),
-        seg.first_batch_timestamp(),
-        seg.offset_index.size_in_bytes,
-        seg.time_index.size_in_bytes,
+        seg.largest_timestamp() if timestamps else -1,
+        seg.first_batch_timestamp() if timestamps else -1,
+        seg.offset_index.size_in_bytes if index_sizes else 0,
+        seg.time_index.size_in_bytes if index_sizes else 0,
     )
 
 
@@ -101,7 +109,7 @@ class Cleaner:
         segments = [s for s in log.segments.values(0, end_offset) if s.base_offset < upper]
         facts = {s.base_offset: s for s in segments}
         groups = group_segments_by_size(
-            [segment_facts(s) for s in segments],
+            [segment_facts(s, timestamps=False) for s in segments],
             log.config.segment_bytes,
             log.config.segment_index_bytes,
             upper,
@@ -113,7 +121,6 @@ class Cleaner:
                 log, sources, now, legacy_horizon, upper, last_records, max_message, stats,
                 generation,
             )  # fmt: skip
-        stats.invalid_messages = stats.counters.invalid_messages
         stats.elapsed_ns = self.clock.nanoseconds() - start_ns
         return end_offset, stats
 

@@ -32,7 +32,7 @@ from kafkalog.errors import CorruptCheckpointError, LogCleaningAbortedError
 from kafkalog.log.log import Log
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
-from kafkalog.types import TopicPartition
+from kafkalog.types import INT64_MAX, TopicPartition
 
 logger = logging.getLogger("kafkalog.cleaner")
 
@@ -119,7 +119,8 @@ class LogCleanerManager:
     def log_to_clean(self, tp: TopicPartition, log: Log, checkpoint: int | None) -> LogToClean:
         now = self.clock.milliseconds()
         c = log.config
-        facts = [segment_facts(s) for s in log.segments]
+        lags = c.min_compaction_lag_ms > 0 or c.max_compaction_lag_ms < INT64_MAX
+        facts = [segment_facts(s, timestamps=lags, index_sizes=False) for s in log.segments]
         offsets = cleanable_offsets(
             facts,
             checkpoint,

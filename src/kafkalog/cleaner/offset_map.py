@@ -40,10 +40,6 @@ class OffsetMap:
         self._map: dict[bytes, int] = {}
         self.latest_offset = -1
 
-    @staticmethod
-    def digest(key: bytes) -> bytes:
-        return hashlib.md5(key, usedforsecurity=False).digest()
-
     def put(self, key: bytes, offset: int) -> None:
         self._map[hashlib.md5(key, usedforsecurity=False).digest()] = offset
         self.latest_offset = offset
@@ -60,16 +56,9 @@ class OffsetMap:
         return len(self._map)
 
     @property
-    def is_full(self) -> bool:
-        return len(self._map) >= self.usable_capacity
-
-    @property
     def utilization(self) -> float:
         return len(self._map) / self.slots
 
     def clear(self) -> None:
         self._map.clear()
         self.latest_offset = -1
-
-    def __len__(self) -> int:
-        return len(self._map)

@@ -90,7 +90,6 @@ class CleanedTransactionMetadata:
 
 @dataclass
 class CleanerCounters:
-    messages_read: int = 0
     invalid_messages: int = 0
 
 

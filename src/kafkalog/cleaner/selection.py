@@ -31,7 +31,6 @@ class CleanerSegment:
 class CompactionSettings:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = INT64_MAX
-    min_cleanable_dirty_ratio: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)

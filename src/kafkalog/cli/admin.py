@@ -18,7 +18,7 @@ import click
 
 from kafkalog.cli.dump_index import dump_offset_index, dump_time_index
 from kafkalog.cli.dump_log import DumpOptions, DumpReport
-from kafkalog.errors import CorruptCheckpointError, KafkaLogError, UnknownTopicOrPartitionError
+from kafkalog.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage import filenames as fn
@@ -97,13 +97,12 @@ def verify_partition(directory: Path, report: VerifyReport) -> None:
             dump_time_index(time_index, options, dump)
         dump.finish()
         report.problems += [f"{path.name}: {line.strip()}" for line in dump.err if line.strip()]
-    for name in (fn.LEADER_EPOCH_CHECKPOINT,):
-        checkpoint = directory / name
-        if checkpoint.exists():
-            try:
-                LeaderEpochCheckpointFile(checkpoint).read()
-            except CorruptCheckpointError as err:
-                report.problems.append(str(err))
+    epochs = directory / fn.LEADER_EPOCH_CHECKPOINT
+    if epochs.exists():
+        try:
+            LeaderEpochCheckpointFile(epochs).read()
+        except CorruptCheckpointError as err:
+            report.problems.append(str(err))
 
 
 def register(cli: click.Group, user_errors: Wrap) -> None:
@@ -160,7 +159,7 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
         count = manager.topics().get(topic)
         if count is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        overrides = manager._topic_configs.get(topic, {})
+        overrides = manager.topic_overrides(topic)
         configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         click.echo(f"Topic: {topic}\tPartitionCount: {count}\tConfigs: {configs}")
         for p in range(count):
@@ -263,6 +262,3 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
                 )
             if not results:
                 click.echo("nothing to compact")
-
-
-__all__ = ["KafkaLogError", "register"]

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
-from kafkalog.errors import InvalidArgumentError
+from kafkalog.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from kafkalog.log.read_path import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import Record
@@ -70,6 +70,13 @@ def _chunks(stream: TextIO) -> Iterator[list[str]]:
         yield chunk
 
 
+def partition_count(manager: LogManager, topic: str) -> int:
+    count = manager.topics().get(topic)
+    if count is None:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    return count
+
+
 def register(cli: click.Group, user_errors: Wrap) -> None:
     @cli.command()
     @log_dirs_option
@@ -90,10 +97,7 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
         """
         properties = parse_properties(props)
         with LogManager(existing_dirs(log_dirs)) as manager:
-            count = manager.topics().get(topic)
-            if count is None:
-                manager.get_log(topic, 0)  # raises UnknownTopicOrPartition
-                return
+            count = partition_count(manager, topic)
             sticky = 0
             written = 0
             stdin: TextIO = sys.stdin
@@ -153,10 +157,7 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
         if offset not in ("earliest", "latest") and partition is None:
             raise click.UsageError("--offset N needs --partition")
         with LogManager(existing_dirs(log_dirs)) as manager:
-            count = manager.topics().get(topic)
-            if count is None:
-                manager.get_log(topic, 0)
-                return
+            count = partition_count(manager, topic)
             parts = [partition] if partition is not None else list(range(count))
             logs = {p: manager.get_log(topic, p) for p in parts}
             positions = {}

@@ -20,10 +20,8 @@ from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
 from kafkalog.errors import (
     CorruptionError,
-    InvalidConfigError,
     KafkaLogError,
     LogDirectoryLockedError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.types import INT32_MAX
@@ -39,15 +37,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _exit_code(err: KafkaLogError) -> int:
-    if isinstance(err, UnknownTopicOrPartitionError | FileNotFoundError):
+    if isinstance(err, UnknownTopicOrPartitionError):
         return EXIT_NOT_FOUND
     if isinstance(err, CorruptionError):
         return EXIT_CORRUPT
     if isinstance(err, LogDirectoryLockedError):
         return EXIT_LOCKED
-    if isinstance(err, InvalidConfigError | TopicExistsError | ValueError):
-        return EXIT_INVALID
-    return EXIT_INVALID
+    return EXIT_INVALID  # bad names, offsets, configs, existing topics
 
 
 def user_errors(fn: F) -> F:

@@ -162,6 +162,11 @@ class LogManager:
 
     # --- topics and partitions ----------------------------------------------------------------
 
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's persisted config overrides (Kafka property names)."""
+        with self._lock:
+            return dict(self._topic_configs.get(topic, {}))
+
     def topic_config(self, topic: str) -> LogConfig:
         """The topic's config: the manager's defaults plus its persisted overrides."""
         overrides = self._topic_configs.get(topic, {})
