@@ -234,3 +234,82 @@ def test_python_dash_m_runs_the_command() -> None:
         [sys.executable, "-m", "kafkalog", "--help"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "dump-log" in done.stdout and "verify" in done.stdout
+
+
+def test_consume_follow_sees_another_processs_appends(tmp_path: Path) -> None:
+    """consume --follow takes no lock and reads the files, so it sees what another process
+    appends (here: this test process, while the consumer runs as a subprocess)."""
+    run("topics", "--log-dirs", str(tmp_path), "--create", "--topic", "live")
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "kafkalog", "consume", "--log-dirs", str(tmp_path),
+         "--topic", "live", "--follow", "--max-messages", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        with Log.open(tmp_path / "live-0", LogConfig(), ManualClock(NOW)) as log:
+            for i in range(3):
+                log.append([Record(f"m{i}".encode(), timestamp=NOW)])
+        out, err = consumer.communicate(timeout=60)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 0, err
+    assert out.splitlines() == ["m0", "m1", "m2"]
+    assert "Processed a total of 3 messages" in err
+
+
+def test_perf_produce_and_consume_print_kafkas_summaries(tmp_path: Path) -> None:
+    run("topics", "--log-dirs", str(tmp_path), "--create", "--topic", "p", "--partitions", "3")
+    code, out, _ = run(
+        "perf", "produce", "--log-dirs", str(tmp_path), "--topic", "p", "--num-records", "1000",
+        "--record-size", "50", "--batch-size", "1024", "--compression-type", "lz4",
+    )  # fmt: skip
+    assert code == 0
+    summary = out.strip()
+    assert summary.startswith("1000 records sent, ") and summary.endswith(" ms 99.9th.")
+    for part in ("records/sec (", " MB/sec), ", " ms avg latency, ", " ms max latency, ",
+                 " ms 50th, ", " ms 95th, ", " ms 99th, "):  # fmt: skip
+        assert part in summary
+    ends = [Log.open(tmp_path / f"p-{p}").log_end_offset for p in range(3)]
+    assert sum(ends) == 1000 and all(ends)  # sticky batches spread over every partition
+    code, out, _ = run(
+        "perf", "consume", "--log-dirs", str(tmp_path), "--topic", "p", "--messages", "700"
+    )
+    assert code == 0
+    header, values, latency = out.splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, ")
+    fields = values.split(", ")
+    assert len(fields) == 10 and int(fields[4]) >= 700
+    assert latency.startswith("fetch latency: ") and latency.endswith(" fetches.")
+    code, _, err = run("perf", "produce", "--log-dirs", str(tmp_path), "--topic", "p",
+                       "--num-records", "0")  # fmt: skip
+    assert code == 5 and err == "error: --num-records must be > 0, not 0\n"
+
+
+def test_throttler_and_percentiles_are_exact() -> None:
+    from kafkalog.cli.perf import LatencyStats, ThroughputThrottler
+
+    now = [0.0]
+    slept: list[float] = []
+    throttler = ThroughputThrottler(100, clock=lambda: now[0], sleep=slept.append)
+    throttler.throttle(50)  # 50 records at t=0 are 0.5 s ahead of 100/s
+    now[0] = 1.0
+    throttler.throttle(50)  # behind schedule: no sleep
+    assert slept == [0.5]
+    stats = LatencyStats([float(i) for i in range(1, 101)])
+    assert (stats.percentile(0.5), stats.percentile(0.99), stats.max) == (51.0, 100.0, 100.0)
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kafkalog.cli.progress import progress
+
+    with progress("x", 10) as advance:  # stderr is not a terminal under pytest
+        advance(10)
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=80)
+    with progress("verify", 4, console=console) as advance:
+        advance(4)
+    assert "verify" in buffer.getvalue()

@@ -18,6 +18,7 @@ import click
 
 from kafkalog.cli.dump_index import dump_offset_index, dump_time_index
 from kafkalog.cli.dump_log import DumpOptions, DumpReport
+from kafkalog.cli.progress import progress
 from kafkalog.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
@@ -196,8 +197,10 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
             partitions = [p for p in sorted(d.iterdir()) if p.is_dir()]
             if any(d.glob("*" + fn.LOG_FILE_SUFFIX)):
                 partitions = [d]  # a partition directory given directly
-            for part in partitions:
-                verify_partition(part, report)
+            with progress(f"verify {d}", len(partitions)) as advance:
+                for part in partitions:
+                    verify_partition(part, report)
+                    advance(1)
         for line in report.problems:
             click.echo(line)
         click.echo(

@@ -16,12 +16,16 @@ from typing import Any, TextIO
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
-from kafkalog.errors import InvalidArgumentError, UnknownTopicOrPartitionError
-from kafkalog.log.read_path import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkalog.errors import (
+    InvalidArgumentError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.log.view import PartitionView, topic_views
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import Record
+from kafkalog.records.committed import committed_batches
 from kafkalog.records.partitioner import partition_for_key
-from kafkalog.types import IsolationLevel
 
 Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 CHUNK = 1000
@@ -153,60 +157,84 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
               --max-messages 10
         """
         properties = parse_properties(props)
-        isolation = IsolationLevel[isolation_level.upper()]
+        committed = isolation_level == "read_committed"
         if offset not in ("earliest", "latest") and partition is None:
             raise click.UsageError("--offset N needs --partition")
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            count = partition_count(manager, topic)
-            parts = [partition] if partition is not None else list(range(count))
-            logs = {p: manager.get_log(topic, p) for p in parts}
-            positions = {}
-            for p, log in logs.items():
-                if from_timestamp is not None:
-                    found = log.list_offsets(from_timestamp, isolation)
-                    positions[p] = found.offset if found else log.log_end_offset
-                elif offset in ("earliest", "latest"):
-                    target = EARLIEST_TIMESTAMP if offset == "earliest" else LATEST_TIMESTAMP
-                    found = log.list_offsets(target, isolation)
-                    positions[p] = found.offset if found else 0
-                else:
-                    try:
-                        positions[p] = int(offset)
-                    except ValueError:
-                        raise click.BadParameter(
-                            f"{offset!r} is not earliest, latest or an offset",
-                            param_hint="--offset",
-                        ) from None
-                    if positions[p] < 0:
-                        raise InvalidArgumentError(f"offset {positions[p]} is negative")
-            shown = 0
-            while True:
-                progressed = False
-                for p, log in logs.items():
-                    records = log.read_records(positions[p], isolation=isolation)
-                    for r in records:
+        views = topic_views(existing_dirs(log_dirs), topic)
+        if partition is not None:
+            if partition not in views:
+                raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
+            views = {partition: views[partition]}
+        positions = {p: _start(v, offset, from_timestamp, committed) for p, v in views.items()}
+        shown = 0
+        while True:
+            progressed = False
+            for p, view in views.items():
+                end = view.last_stable_offset() if committed else view.log_end_offset()
+                if positions[p] >= end:
+                    continue
+                for r, next_position in _records(view, positions[p], end, committed):
+                    if r is not None:
                         click.echo(_format(r, p, properties))
-                        positions[p] = r.offset + 1
                         shown += 1
-                        progressed = True
-                        if max_messages is not None and shown >= max_messages:
-                            click.echo(f"Processed a total of {shown} messages", err=True)
-                            return
-                    if not records:  # only control or aborted batches here: step over them
-                        committed = isolation is IsolationLevel.READ_COMMITTED
-                        end = log.last_stable_offset if committed else log.high_watermark
-                        if positions[p] < end:
-                            info = log.read(positions[p], 1 << 20, isolation=isolation)
-                            if info.records is not None:
-                                for batch in info.records.records().batches():
-                                    if batch.next_offset > positions[p]:
-                                        positions[p] = batch.next_offset
-                                        progressed = True
-                if not progressed:
-                    if not follow:
-                        break
-                    time.sleep(0.2)
-            click.echo(f"Processed a total of {shown} messages", err=True)
+                    positions[p] = next_position
+                    progressed = True
+                    if max_messages is not None and shown >= max_messages:
+                        click.echo(f"Processed a total of {shown} messages", err=True)
+                        return
+            if not progressed:
+                if not follow:
+                    break
+                time.sleep(0.2)
+        click.echo(f"Processed a total of {shown} messages", err=True)
+
+
+def _start(view: PartitionView, offset: str, from_timestamp: int | None, committed: bool) -> int:
+    if from_timestamp is not None:
+        found = view.offset_for_timestamp(from_timestamp)
+        return found if found is not None else view.log_end_offset()
+    if offset == "earliest":
+        return view.log_start_offset()
+    if offset == "latest":
+        return view.last_stable_offset() if committed else view.log_end_offset()
+    try:
+        position = int(offset)
+    except ValueError:
+        raise click.BadParameter(
+            f"{offset!r} is not earliest, latest or an offset", param_hint="--offset"
+        ) from None
+    if position < 0:
+        raise InvalidArgumentError(f"offset {position} is negative")
+    start, end = view.log_start_offset(), view.log_end_offset()
+    if not start <= position <= end:
+        raise OffsetOutOfRangeError(
+            f"offset {position} is out of range [{start}, {end}] of {view.directory.name}"
+        )
+    return position
+
+
+def _records(
+    view: PartitionView, start: int, end: int, committed: bool
+) -> Iterator[tuple[Record | None, int]]:
+    """(record or None for a skipped batch, the position after it) over ``[start, end)``."""
+    batches = view.batches(start, end)
+    if committed:
+        aborted = view.aborted_transactions(start, end)
+        kept = committed_batches(batches, aborted)
+        # committed_batches drops batches; positions still advance past each kept one
+        for batch in kept:
+            for r in batch:
+                if r.offset >= start:
+                    yield r, r.offset + 1
+            yield None, batch.next_offset
+        yield None, end
+        return
+    for batch in batches:
+        if not batch.is_control:
+            for r in batch:
+                if r.offset >= start:
+                    yield r, r.offset + 1
+        yield None, batch.next_offset
 
 
 def _format(record: Record, partition: int, props: dict[str, str]) -> str:

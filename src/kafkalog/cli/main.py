@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from kafkalog.cli import admin, console
+from kafkalog.cli import admin, console, perf
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
 from kafkalog.errors import (
@@ -121,6 +121,7 @@ def dump_log_cmd(
 
 admin.register(cli, user_errors)
 console.register(cli, user_errors)
+perf.register(cli, user_errors)
 
 
 def main() -> None:

@@ -1,0 +1,309 @@
+"""A read-only view of a partition directory that another process may be writing.
+
+Why: readers that do not own a log — ``kafkalog consume --follow``, Spark's driver and
+executors, analysis of a directory a broker is writing — must see every complete, valid batch
+and nothing else, without taking the directory lock, running recovery or touching a byte.
+``Log`` owns its directory and keeps its state in memory; a view reads the files every time and
+so sees what another process appended. It trusts only what it can check: a batch is served
+after its size and CRC check out; index entries are hints, confirmed against the log.
+Refuses: writing anything, and waiting for a writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import (
+    CorruptCheckpointError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    KafkaLogError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from kafkalog.records.committed import AbortedTransaction
+from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batch_size
+from kafkalog.storage import filenames as fn
+from kafkalog.storage.checkpoints import OffsetCheckpointFile
+from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
+from kafkalog.storage.txn_index import ENTRY as TXN_ENTRY
+from kafkalog.storage.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from kafkalog.storage.txn_index import AbortedTxn
+from kafkalog.types import TopicPartition
+
+_INDEX_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+READ_CHUNK = 8 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """One segment as the directory listed it: its base offset, path and size at listing."""
+
+    base_offset: int
+    path: Path
+    size: int
+
+
+def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
+    """The written entries of an index that may be preallocated and still growing: entries
+    stop at the zero-filled tail (relative offset 0 after the first entry)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < entry.size:
+                return []
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                out = []
+                for i in range(size // entry.size):
+                    a, b = entry.unpack_from(m, i * entry.size)
+                    if i and (b == 0 if entry is _TIME_ENTRY else a == 0):
+                        break
+                    out.append((a, b))
+                return out
+    except (FileNotFoundError, ValueError):
+        return []
+
+
+class PartitionView:
+    """Offsets, transactions and batches of one ``<topic>-<partition>`` directory, read fresh."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+        self.topic_partition: TopicPartition = fn.parse_partition_dir_name(self.directory.name)
+
+    def __repr__(self) -> str:
+        return f"PartitionView({self.directory})"
+
+    # ---- segments and bounds -------------------------------------------------------------
+
+    def segments(self) -> list[SegmentFile]:
+        out = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return []
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(fn.LOG_FILE_SUFFIX):
+                continue
+            stem = name[: -len(fn.LOG_FILE_SUFFIX)]
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            try:
+                size = entry.stat().st_size
+            except FileNotFoundError:
+                continue  # deleted by retention while we listed
+            out.append(SegmentFile(int(stem), Path(entry.path), size))
+        out.sort(key=lambda s: s.base_offset)
+        return out
+
+    def log_start_offset(self) -> int:
+        segments = self.segments()
+        first = segments[0].base_offset if segments else 0
+        checkpoint = self.directory.parent / fn.LOG_START_OFFSET_CHECKPOINT
+        if checkpoint.exists():
+            try:
+                offsets = OffsetCheckpointFile(checkpoint).read()
+            except CorruptCheckpointError:
+                offsets = {}
+            first = max(first, offsets.get(self.topic_partition, first))
+        return first
+
+    def log_end_offset(self) -> int:
+        """The offset after the last complete, valid batch (the next offset a writer gives)."""
+        for seg in reversed(self.segments()):
+            last = self._last_batch_end(seg)
+            if last is not None:
+                return last
+        segments = self.segments()
+        return segments[-1].base_offset if segments else 0
+
+    def _last_batch_end(self, seg: SegmentFile) -> int | None:
+        entries = _read_entries(fn.offset_index_file(self.directory, seg.base_offset), _INDEX_ENTRY)
+        position = entries[-1][1] if entries else 0
+        last = None
+        for batch in self._scan(seg, position):
+            last = batch.next_offset
+        if last is None and position:
+            for batch in self._scan(seg, 0):
+                last = batch.next_offset
+        return last
+
+    # ---- batches ---------------------------------------------------------------------------
+
+    def _scan(self, seg: SegmentFile, start: int) -> Iterator[AnyBatch]:
+        """Complete, valid batches of ``seg`` from byte ``start``. A partial batch at the end
+        of the file is a writer mid-append: the scan stops there quietly. A batch that fails
+        its size, magic or CRC check before that is damage and raises CorruptRecordError."""
+        try:
+            f = open(seg.path, "rb")  # noqa: SIM115 - closed in finally, across yields
+        except FileNotFoundError:
+            return
+        try:
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
+            position = start
+            chunk = READ_CHUNK
+            while position < size:
+                data = os.pread(fd, min(chunk, size - position), position)
+                scanner = BatchScanner(data, verify_crc=True, file=str(seg.path))
+                yield from scanner
+                position += scanner.valid_bytes
+                if scanner.stop is ScanStop.TRUNCATED:
+                    if position + len(data) - scanner.valid_bytes >= size:
+                        return  # the writer's tail
+                    # a batch larger than the chunk: read it whole next time
+                    chunk = max(chunk, next_batch_size(data, scanner.valid_bytes) or chunk)
+                elif scanner.error is not None:
+                    err = scanner.error
+                    raise CorruptRecordError(
+                        err.reason,
+                        file=str(seg.path),
+                        position=position,
+                        offset=err.offset,
+                    )
+        finally:
+            f.close()
+
+    def position_of(self, seg: SegmentFile, offset: int) -> int:
+        """A byte position in ``seg`` at or before the batch holding ``offset`` (index hint)."""
+        entries = _read_entries(fn.offset_index_file(self.directory, seg.base_offset), _INDEX_ENTRY)
+        relative = offset - seg.base_offset
+        i = bisect.bisect_right([e[0] for e in entries], relative) - 1
+        return entries[i][1] if i >= 0 else 0
+
+    def batches(self, start: int, end: int | None = None) -> Iterator[AnyBatch]:
+        """Every complete batch holding an offset in ``[start, end)`` (``end`` None: to the
+        current end), in offset order; raises OffsetOutOfRangeError if ``start`` was removed."""
+        segments = self.segments()
+        log_start = self.log_start_offset()
+        if start < log_start:
+            raise OffsetOutOfRangeError(
+                f"offset {start} is below the log start offset {log_start} of {self.directory}"
+            )
+        bases = [s.base_offset for s in segments]
+        i = max(0, bisect.bisect_right(bases, start) - 1)
+        for seg in segments[i:]:
+            if end is not None and seg.base_offset >= end:
+                return
+            position = self.position_of(seg, start) if seg.base_offset <= start else 0
+            for batch in self._scan(seg, position):
+                if batch.last_offset < start:
+                    continue
+                if end is not None and batch.base_offset >= end:
+                    return
+                yield batch
+
+    # ---- time --------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp``, or None."""
+        start = self.log_start_offset()
+        segments = self.segments()
+        for seg in segments:
+            entries = _read_entries(
+                fn.time_index_file(self.directory, seg.base_offset), _TIME_ENTRY
+            )
+            largest = entries[-1][0] if entries else None
+            if largest is not None and largest < timestamp and seg is not segments[-1]:
+                continue  # the index's largest may lag its segment only in the active one
+            begin = max(start, seg.base_offset)
+            position = 0
+            for ts, rel in entries:
+                if ts >= timestamp:
+                    break
+                position = self.position_of(seg, seg.base_offset + rel)
+            for batch in self._scan(seg, position):
+                if batch.last_offset < begin or batch.max_timestamp < timestamp:
+                    continue
+                for record in batch:
+                    if record.offset >= begin and (record.timestamp or -1) >= timestamp:
+                        return record.offset
+        return None
+
+    # ---- transactions --------------------------------------------------------------------
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
+        """Aborted transactions overlapping ``[start, end)`` from the ``.txnindex`` files."""
+        out = []
+        for seg in self.segments():
+            path = fn.transaction_index_file(self.directory, seg.base_offset)
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            for pos in range(0, len(data) - TXN_ENTRY_SIZE + 1, TXN_ENTRY_SIZE):
+                txn = AbortedTxn(*TXN_ENTRY.unpack_from(data, pos)[1:])
+                if txn.last_offset >= start and txn.first_offset < end:
+                    out.append(AbortedTransaction(txn.producer_id, txn.first_offset))
+        return out
+
+    def last_stable_offset(self, end: int | None = None) -> int:
+        """The first offset of the earliest transaction still open at ``end`` (the LSO), or
+        ``end``: producer snapshots give the open transactions at their offset, and batch
+        headers after it open and close the rest."""
+        upper = self.log_end_offset() if end is None else end
+        snapshots = {o: p for o, p in list_snapshots(self.directory).items() if o <= upper}
+        open_txns: dict[int, int] = {}
+        scan_from = self.log_start_offset()
+        if snapshots:
+            offset = max(snapshots)
+            try:
+                entries = read_snapshot(snapshots[offset])
+                scan_from = max(scan_from, offset)
+                for e in entries:
+                    if e.current_txn_first_offset >= 0:
+                        open_txns[e.producer_id] = e.current_txn_first_offset
+            except CorruptSnapshotError:
+                pass  # no snapshot to trust: scan from the log start
+        if scan_from < upper:
+            for batch in self.batches(scan_from, upper):
+                if batch.base_offset < scan_from or not batch.is_transactional:
+                    continue
+                if batch.is_control:
+                    open_txns.pop(batch.producer_id, None)
+                else:
+                    open_txns.setdefault(batch.producer_id, batch.base_offset)
+        return min([upper, *open_txns.values()])
+
+
+def discover_partitions(log_dirs: list[Path]) -> dict[TopicPartition, Path]:
+    """Every live ``<topic>-<partition>`` directory under ``log_dirs`` (Kafka's ``log.dirs``);
+    directories being deleted, future replicas and strays are left out."""
+    found: dict[TopicPartition, Path] = {}
+    for root in log_dirs:
+        try:
+            children = sorted(os.scandir(root), key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        for child in children:
+            name = child.name
+            if not child.is_dir() or name.endswith(
+                (fn.DELETE_DIR_SUFFIX, fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)
+            ):
+                continue
+            try:
+                tp = fn.parse_partition_dir_name(name)
+            except KafkaLogError:
+                continue
+            found.setdefault(tp, Path(child.path))
+    return found
+
+
+def topic_views(log_dirs: list[Path], topic: str) -> dict[int, PartitionView]:
+    """The partitions of ``topic`` by number; UnknownTopicOrPartitionError if there are none."""
+    views = {
+        tp.partition: PartitionView(path)
+        for tp, path in discover_partitions(log_dirs).items()
+        if tp.topic == topic
+    }
+    if not views:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    return dict(sorted(views.items()))
