@@ -37,7 +37,7 @@ lint: $(DEV)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: lint check-java
 	$(PY) -m pytest
 
 bench: $(DEV)

@@ -71,6 +71,11 @@ def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
         return []
 
 
+def read_index_entries(path: Path) -> list[tuple[int, int]]:
+    """(relative offset, position) entries of an ``.index`` that may still be growing."""
+    return _read_entries(path, _INDEX_ENTRY)
+
+
 class PartitionView:
     """Offsets, transactions and batches of one ``<topic>-<partition>`` directory, read fresh."""
 

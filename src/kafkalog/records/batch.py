@@ -415,3 +415,25 @@ def set_max_timestamp(
     view = memoryview(buf)
     end = position + length + LOG_OVERHEAD
     _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(view[position + CRC_START : end]))
+
+
+def set_producer(
+    buf: memoryview | bytearray,
+    position: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool,
+) -> None:
+    """Stamp a batch built without a producer with one (what an idempotent or transactional
+    producer writes at send time) and recompute the CRC, which covers these fields."""
+    (attrs,) = _INT16.unpack_from(buf, position + ATTRIBUTES_OFFSET)
+    attrs = attrs | TRANSACTIONAL_MASK if is_transactional else attrs & ~TRANSACTIONAL_MASK
+    _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attrs)
+    struct.pack_into(
+        ">qhi", buf, position + PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+    (length,) = _INT32.unpack_from(buf, position + BATCH_LENGTH_OFFSET)
+    view = memoryview(buf)
+    end = position + length + LOG_OVERHEAD
+    _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(view[position + CRC_START : end]))

@@ -1,0 +1,230 @@
+"""Driver-side planning: which partitions, which offset ranges, and how to split them.
+
+Why: Spark's driver decides every range (its executors never reset offsets), and planning must
+stay cheap on big logs: it reads directory listings, index files and batch headers, never
+record data (a timestamp lookup decodes only the batch that holds the answer). Ranges split
+like Spark's KafkaOffsetRangeCalculator, but on batch boundaries taken from the offset index,
+so no task decodes a batch only to drop most of it. Refuses: pyspark imports (this module is
+plain Python and tested without a JVM).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.log.view import PartitionView, discover_partitions, read_index_entries
+from kafkalog.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from kafkalog.storage import filenames as fn
+from kafkalog.types import TopicPartition
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """One Spark task's work: everything ``read()`` needs, since the reader object that
+    planned it never reaches the executor."""
+
+    topic: str
+    partition: int
+    directory: str
+    start: int
+    end: int
+    read_committed: bool
+    include_headers: bool
+    fail_on_data_loss: bool
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+class DataLossError(OffsetOutOfRangeError):
+    """Offsets Spark asked for are gone (retention, DeleteRecords, a deleted topic)."""
+
+
+def data_loss(message: str, fail: bool) -> None:
+    """Spark's failOnDataLoss: raise, or warn and carry on from what is there."""
+    text = (
+        f"{message}. Some data may have been lost because they are not available any more. "
+        "If you want your query to fail in such cases, set failOnDataLoss to true"
+        if not fail
+        else f"{message}. Set failOnDataLoss to false to carry on from the data that remains"
+    )
+    if fail:
+        raise DataLossError(text)
+    warnings.warn(text, stacklevel=2)
+
+
+def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView]:
+    """The partitions the subscribe/subscribePattern/assign option selects, found on disk."""
+    found = discover_partitions(list(opts.log_dirs))
+    if opts.assign is not None:
+        missing = [tp for tp in opts.assign if tp not in found]
+        if missing:
+            data_loss(f"assigned partitions {missing} do not exist", opts.fail_on_data_loss)
+        return {tp: PartitionView(found[tp]) for tp in opts.assign if tp in found}
+    pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
+    chosen = {}
+    for tp, path in sorted(found.items()):
+        if (opts.subscribe is not None and tp.topic in opts.subscribe) or (
+            pattern is not None and pattern.fullmatch(tp.topic)
+        ):
+            chosen[tp] = PartitionView(path)
+    return chosen
+
+
+def upper_bound(view: PartitionView, read_committed: bool) -> int:
+    """What a consumer may read up to: the LSO under read_committed, else the log end."""
+    return view.last_stable_offset() if read_committed else view.log_end_offset()
+
+
+def resolve(
+    spec: OffsetSpec,
+    tp: TopicPartition,
+    view: PartitionView,
+    opts: ReadOptions,
+    *,
+    start: bool,
+) -> int:
+    """One partition's offset for a starting or ending spec."""
+    latest = upper_bound(view, opts.read_committed)
+    if spec.kind == "earliest":
+        return view.log_start_offset()
+    if spec.kind == "latest":
+        return latest
+    if spec.kind == "offsets":
+        assert spec.offsets is not None
+        if tp not in spec.offsets:
+            which = "startingOffsets" if start else "endingOffsets"
+            raise InvalidConfigError(
+                which, f"must list every assigned partition; {tp.topic}-{tp.partition} is missing"
+            )
+        value = spec.offsets[tp]
+        if value == EARLIEST:
+            return view.log_start_offset()
+        if value == LATEST:
+            return latest
+        return value
+    timestamp = spec.timestamp
+    if spec.kind == "timestamps":
+        assert spec.offsets is not None
+        if tp not in spec.offsets:
+            which = "startingOffsetsByTimestamp" if start else "endingOffsetsByTimestamp"
+            raise InvalidConfigError(which, f"has no timestamp for {tp.topic}-{tp.partition}")
+        timestamp = spec.offsets[tp]
+    assert timestamp is not None
+    found = view.offset_for_timestamp(timestamp)
+    if found is not None:
+        return min(found, latest)
+    if start and opts.by_timestamp_strategy == "error":
+        raise InvalidConfigError(
+            "startingOffsetsByTimestamp",
+            f"no offset of {tp.topic}-{tp.partition} has a timestamp >= {timestamp} "
+            "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
+        )
+    return latest
+
+
+def batch_boundaries(view: PartitionView, start: int, end: int) -> list[int]:
+    """Offsets in (start, end) where a batch begins, from segment names and index entries
+    (an entry's offset is the last offset of its batch, so the next batch begins after it)."""
+    out = []
+    for seg in view.segments():
+        if seg.base_offset >= end:
+            break
+        if start < seg.base_offset:
+            out.append(seg.base_offset)
+        for relative, _ in read_index_entries(
+            fn.offset_index_file(view.directory, seg.base_offset)
+        ):
+            boundary = seg.base_offset + relative + 1
+            if start < boundary < end:
+                out.append(boundary)
+    return sorted(set(out))
+
+
+def _pieces(opts: ReadOptions, ranges: list[OffsetRange]) -> list[int]:
+    """How many pieces each range becomes (Spark's proportional share, plus the cap)."""
+    parts = [1] * len(ranges)
+    total = sum(r.size for r in ranges)
+    if opts.min_partitions and len(ranges) < opts.min_partitions and total > 0:
+        parts = [max(1, round(r.size / total * opts.min_partitions)) for r in ranges]
+    if opts.max_records_per_partition:
+        cap = opts.max_records_per_partition
+        parts = [max(p, math.ceil(r.size / cap)) for p, r in zip(parts, ranges, strict=True)]
+    return parts
+
+
+def split_ranges(opts: ReadOptions, ranges: list[OffsetRange]) -> list[OffsetRange]:
+    ranges = [r for r in ranges if r.size > 0]
+    out = []
+    for r, parts in zip(ranges, _pieces(opts, ranges), strict=True):
+        if parts == 1:
+            out.append(r)
+            continue
+        view = PartitionView(Path(r.directory))
+        boundaries = batch_boundaries(view, r.start, r.end)
+        cuts = set()
+        for i in range(1, parts):
+            ideal = r.start + r.size * i // parts
+            at = bisect.bisect_left(boundaries, ideal)
+            near = boundaries[max(0, at - 1) : at + 1]
+            best = min(near, key=lambda b: abs(b - ideal), default=None)
+            slack = max(1, r.size // (2 * parts))
+            # the index is sparse (one entry per index.interval.bytes): with no boundary close
+            # by, cut at the offset itself; both tasks then read the batch that straddles it
+            cuts.add(best if best is not None and abs(best - ideal) <= slack else ideal)
+        points = [r.start, *sorted(cuts), r.end]
+        for a, b in itertools.pairwise(points):
+            out.append(OffsetRange(r.topic, r.partition, r.directory, a, b, r.read_committed,
+                                   r.include_headers, r.fail_on_data_loss))  # fmt: skip
+    return out
+
+
+def make_range(
+    opts: ReadOptions, tp: TopicPartition, view: PartitionView, start: int, end: int
+) -> OffsetRange:
+    return OffsetRange(
+        tp.topic,
+        tp.partition,
+        str(view.directory),
+        start,
+        end,
+        opts.read_committed,
+        opts.include_headers,
+        opts.fail_on_data_loss,
+    )
+
+
+def check_start(opts: ReadOptions, tp: TopicPartition, view: PartitionView, start: int) -> int:
+    """A start below the log start offset is data loss (SPARK-25005: gaps above it are not)."""
+    log_start = view.log_start_offset()
+    if start < log_start:
+        data_loss(
+            f"offset {start} of {tp.topic}-{tp.partition} is below its log start offset "
+            f"{log_start}",
+            opts.fail_on_data_loss,
+        )
+        return log_start
+    return start
+
+
+def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
+    ranges = []
+    for tp, view in selected_partitions(opts).items():
+        start = resolve(opts.starting, tp, view, opts, start=True)
+        end = resolve(opts.ending, tp, view, opts, start=False)
+        start = check_start(opts, tp, view, start)
+        if end < start:
+            raise InvalidConfigError(
+                "endingOffsets",
+                f"ends {tp.topic}-{tp.partition} at {end}, before its start {start}",
+            )
+        ranges.append(make_range(opts, tp, view, start, end))
+    return split_ranges(opts, ranges)

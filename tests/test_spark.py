@@ -1,0 +1,251 @@
+"""The kafkalog Spark data source on local[2]: batch reads (schema, headers, isolation, options,
+splits), streaming reads (checkpoint restart, maxOffsetsPerTrigger, a writer in another
+process), the sink (round trip with headers and nulls, murmur2 placement, exactly-once replays).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+import pyarrow as pa
+from kafka.partitioner.default import murmur2 as kp_murmur2
+
+import kafkalog.spark
+from kafkalog import LogManager, ProducerFields, Record
+from kafkalog.errors import InvalidArgumentError, InvalidConfigError
+from kafkalog.log.view import topic_views
+from kafkalog.spark.sink import KafkaLogStreamWriter
+from kafkalog.spark.source import kafka_schema
+
+NOW = 1_700_000_000_000
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    session = kafkalog.spark.local_session("kafkalog-tests")
+    yield session
+    session.stop()
+
+
+def make_topic(root: Path, topic: str, partitions: int, per_partition: int) -> None:
+    with LogManager([root]) as m:
+        m.create_topic(topic, partitions)
+        for p in range(partitions):
+            log = m.get_log(topic, p)
+            for i in range(per_partition):
+                headers = [("h", b"x"), ("n", None)] if i % 2 else []
+                key = None if i % 5 == 0 else b"k%d" % i
+                log.append([Record(b"v%d" % i, key, headers, timestamp=NOW + i)])
+
+
+def reader(spark: Any, root: Path, **options: str) -> Any:
+    r = spark.read.format("kafkalog").option("path", str(root))
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_batch_read_schema_rows_and_isolation(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "clicks", 2, 20)
+    with LogManager([tmp_path]) as m:
+        log = m.get_log("clicks", 0)
+        log.append([Record(b"gone", b"g", timestamp=NOW)], producer=ProducerFields(9, 0, 0, True))
+        log.append_end_txn_marker(9, 0, "abort", 0)
+        log.append([Record(b"open", b"o", timestamp=NOW)], producer=ProducerFields(8, 0, 0, True))
+    df = reader(spark, tmp_path, subscribe="clicks", includeHeaders="true")
+    assert df.schema == kafka_schema(True)
+    assert [f.name for f in reader(spark, tmp_path, subscribe="clicks").schema] == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType"
+    ]  # fmt: skip
+    rows = sorted(df.collect(), key=lambda r: (r.partition, r.offset))
+    assert len(rows) == 42  # 40 plain + the aborted and the open record; no marker row
+    first, second = rows[0], rows[1]
+    assert first.key is None and first.headers is None and first.timestampType == 0
+    assert bytes(second.key) == b"k1" and bytes(second.value) == b"v1"
+    assert [(h.key, None if h.value is None else bytes(h.value)) for h in second.headers] == [
+        ("h", b"x"), ("n", None)
+    ]  # fmt: skip
+    assert second.timestamp.timestamp() * 1000 == NOW + 1
+    committed = reader(
+        spark, tmp_path, subscribe="clicks", **{"kafka.isolation.level": "read_committed"}
+    )
+    values = {bytes(r.value) for r in committed.collect()}
+    assert b"gone" not in values and b"open" not in values and len(values) == 20
+    split = reader(spark, tmp_path, subscribe="clicks", maxRecordsPerPartition="7")
+    assert split.rdd.getNumPartitions() >= 6 and split.count() == 42
+    some = reader(spark, tmp_path, assign='{"clicks":[1]}', startingOffsets='{"clicks":{"1":5}}',
+                  endingOffsets='{"clicks":{"1":9}}')  # fmt: skip
+    assert sorted(r.offset for r in some.collect()) == [5, 6, 7, 8]
+
+
+def test_bad_options_fail_with_the_option_named(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "t", 1, 1)
+    with pytest.raises(Exception, match="startingOffsets"):
+        reader(spark, tmp_path, subscribe="t", startingOffsets="latest").collect()
+    with pytest.raises(Exception, match="subscribe"):
+        reader(spark, tmp_path).collect()
+
+
+def test_write_then_read_round_trip_with_murmur2_placement(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "src", 1, 0)
+    with LogManager([tmp_path]) as m:
+        m.create_topic("out", 3)
+    rows = [(f"user{i}" if i % 4 else None, f"v{i}" if i % 7 else None) for i in range(60)]
+    df = spark.createDataFrame(rows, "key string, value string").selectExpr(
+        "key",
+        "value",
+        "CASE WHEN key IS NULL THEN NULL ELSE "
+        "array(named_struct('key', 'src', 'value', CAST('web' AS BINARY))) END AS headers",
+    )
+    df.write.format("kafkalog").option("path", str(tmp_path)).option("topic", "out").mode(
+        "append"
+    ).save()
+    back = reader(spark, tmp_path, subscribe="out", includeHeaders="true").collect()
+    assert len(back) == 60
+    for r in back:
+        if r.key is not None:
+            assert r.partition == (kp_murmur2(bytes(r.key)) & 0x7FFFFFFF) % 3
+            assert [(h.key, bytes(h.value)) for h in r.headers] == [("src", b"web")]
+        else:
+            assert r.headers is None
+    got = [
+        (None if r.key is None else bytes(r.key).decode(),
+         None if r.value is None else bytes(r.value).decode())
+        for r in back
+    ]  # fmt: skip
+    assert sorted(got, key=repr) == sorted(rows, key=repr)
+    with pytest.raises(Exception, match="value"):
+        spark.createDataFrame([("k",)], "key string").write.format("kafkalog").option(
+            "path", str(tmp_path)).option("topic", "out").mode("append").save()  # fmt: skip
+    assert not list((tmp_path / ".kafkalog-staging").glob("*/*"))  # nothing left staged
+
+
+def test_stream_restart_only_reads_new_data_and_caps_triggers(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "ev", 2, 50)
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+
+    def run(**options: str) -> Any:
+        stream = spark.readStream.format("kafkalog").option("path", str(tmp_path)).option(
+            "subscribe", "ev").option("startingOffsets", "earliest")  # fmt: skip
+        for k, v in options.items():
+            stream = stream.option(k, v)
+        query = (
+            stream.load().selectExpr("partition", "offset").writeStream.format("parquet")
+            .option("path", str(out)).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination()
+        return query
+
+    first = run(maxOffsetsPerTrigger="30")
+    batches = [p for p in first.recentProgress if p["numInputRows"]]
+    assert len(batches) >= 3 and all(p["numInputRows"] <= 30 for p in batches)
+    assert spark.read.parquet(str(out)).count() == 100
+    with LogManager([tmp_path]) as m:
+        for p in range(2):
+            for _i in range(5):
+                m.get_log("ev", p).append([Record(b"new", timestamp=NOW)])
+    run()
+    done = spark.read.parquet(str(out))
+    assert done.count() == 110 and done.distinct().count() == 110
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from kafkalog import LogManager, Record
+    with LogManager([sys.argv[1]]) as m:
+        for i in range(int(sys.argv[2])):
+            m.get_log("live", i % 2).append([Record(b"r%d" % i)])
+            time.sleep(0.002)
+    """
+)
+
+
+def test_stream_while_another_process_appends(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "live", 2, 0)
+    total = 1500
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(total)])
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+
+    def query(**trigger: Any) -> Any:
+        return (
+            spark.readStream.format("kafkalog").option("path", str(tmp_path))
+            .option("subscribe", "live").option("startingOffsets", "earliest").load()
+            .selectExpr("partition", "offset", "value").writeStream.format("parquet")
+            .option("path", str(out)).option("checkpointLocation", str(checkpoint))
+            .trigger(**trigger).start()
+        )  # fmt: skip
+
+    live = query(processingTime="500 milliseconds")
+    assert writer.wait(timeout=120) == 0
+    live.stop()
+    query(availableNow=True).awaitTermination()  # the rest, from the same checkpoint
+    rows = spark.read.parquet(str(out))
+    assert rows.count() == total and rows.select("partition", "offset").distinct().count() == total
+
+
+def test_streaming_sink_is_exactly_once_under_replay(tmp_path: Path) -> None:
+    with LogManager([tmp_path]) as m:
+        m.create_topic("sink", 2)
+    schema = kafka_schema(False)
+    options = {"path": str(tmp_path), "topic": "sink", "kafka.transactional.id": "q1"}
+    writer = KafkaLogStreamWriter(options, schema, False)
+    batch = pa.RecordBatch.from_pydict(
+        {"key": [b"a", b"b", None], "value": [b"1", b"2", b"3"]},
+        schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
+    )
+
+    def committed() -> int:
+        views = topic_views([tmp_path], "sink")
+        ends = [v.last_stable_offset() for v in views.values()]
+        return sum(
+            1 for v, e in zip(views.values(), ends, strict=True) for b in v.batches(0, e)
+            if not b.is_control for _ in b
+        )  # fmt: skip
+
+    writer.commit([writer.write(iter([batch]))], 0)
+    assert committed() == 3
+    writer.commit([writer.write(iter([batch]))], 0)  # a replay of batch 0
+    assert committed() == 3
+    writer.commit([writer.write(iter([batch]))], 1)
+    assert committed() == 6
+    with pytest.raises(InvalidConfigError, match="transactional"):
+        KafkaLogStreamWriter({"path": str(tmp_path)}, schema, False)
+    with pytest.raises(InvalidArgumentError, match="topic"):
+        KafkaLogStreamWriter({"path": str(tmp_path)}, kafka_schema(False)[:2], False)
+
+
+def test_write_stream_end_to_end_takes_its_id_from_the_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    make_topic(tmp_path, "in", 2, 30)
+    with LogManager([tmp_path]) as m:
+        m.create_topic("copy", 2)
+
+    def run() -> None:
+        (
+            spark.readStream.format("kafkalog").option("path", str(tmp_path))
+            .option("subscribe", "in").option("startingOffsets", "earliest").load()
+            .selectExpr("key", "value").writeStream.format("kafkalog")
+            .option("path", str(tmp_path)).option("topic", "copy")
+            .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+            .start().awaitTermination()
+        )  # fmt: skip
+
+    run()
+    run()  # nothing new: nothing more written
+    assert (
+        reader(
+            spark, tmp_path, subscribe="copy", **{"kafka.isolation.level": "read_committed"}
+        ).count()
+        == 60
+    )
