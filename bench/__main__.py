@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import cleaner, codec, manager, storage
+from bench import cleaner, codec, manager, spark, storage
 from bench.harness import Row, fmt, machine
 
 SUITES = {
@@ -16,6 +16,7 @@ SUITES = {
     "storage": storage.run,
     "manager": manager.run,
     "cleaner": cleaner.run,
+    "spark": spark.run,
 }
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -105,9 +105,9 @@ def test_write_then_read_round_trip_with_murmur2_placement(spark: Any, tmp_path:
         "CASE WHEN key IS NULL THEN NULL ELSE "
         "array(named_struct('key', 'src', 'value', CAST('web' AS BINARY))) END AS headers",
     )
-    df.write.format("kafkalog").option("path", str(tmp_path)).option("topic", "out").mode(
-        "append"
-    ).save()
+    df.write.format("kafkalog").option("path", str(tmp_path)).option("topic", "out").option(
+        "batchSize", "200"
+    ).mode("append").save()
     back = reader(spark, tmp_path, subscribe="out", includeHeaders="true").collect()
     assert len(back) == 60
     for r in back:
@@ -197,7 +197,12 @@ def test_streaming_sink_is_exactly_once_under_replay(tmp_path: Path) -> None:
     with LogManager([tmp_path]) as m:
         m.create_topic("sink", 2)
     schema = kafka_schema(False)
-    options = {"path": str(tmp_path), "topic": "sink", "kafka.transactional.id": "q1"}
+    options = {
+        "path": str(tmp_path),
+        "topic": "sink",
+        "kafka.transactional.id": "q1",
+        "batchSize": "4",
+    }
     writer = KafkaLogStreamWriter(options, schema, False)
     batch = pa.RecordBatch.from_pydict(
         {"key": [b"a", b"b", None], "value": [b"1", b"2", b"3"]},

@@ -302,5 +302,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         log_dirs=log_dirs_of(opts),
         topic=opts.get("topic") or None,
         transactional_id=opts.get("kafka.transactional.id") or None,
-        batch_size=_positive(opts, "batchsize") or 1 << 20,
+        batch_size=_positive(opts, "batchsize") or 256 << 10,
     )

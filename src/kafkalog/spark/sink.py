@@ -127,7 +127,16 @@ class _Stager:
             raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} does not exist")
         tp = TopicPartition(topic, partition)
         self.pending.setdefault(tp, []).append(record)
-        size = self.pending_bytes.get(tp, 0) + len(record.value or b"") + len(record.key or b"")
+        # a record's bytes plus its framing (varints, attributes, deltas): kept well under
+        # max.message.bytes whatever the rows look like
+        extra = sum(len(k) + len(v or b"") + 10 for k, v in record.headers)
+        size = (
+            self.pending_bytes.get(tp, 0)
+            + len(record.value or b"")
+            + len(record.key or b"")
+            + 24
+            + extra
+        )
         self.pending_bytes[tp] = size
         if size >= self.opts.batch_size:
             self.flush(tp)
@@ -219,13 +228,19 @@ class KafkaLogBatchWriter(_Writer, DataSourceArrowWriter):
         try:
             with LogManager(list(self.opts.log_dirs)) as manager:
                 for staged in _staged_in_order(messages):
-                    data = Path(staged.path).read_bytes()
-                    manager.get_log(staged.topic, staged.partition).append_records(data)
+                    log = manager.get_log(staged.topic, staged.partition)
+                    append_staged(log, memoryview(Path(staged.path).read_bytes()))
         finally:
             self._cleanup()
 
     def abort(self, messages: list[Any]) -> None:
         self._cleanup()
+
+
+def append_staged(log: Any, data: memoryview) -> None:
+    """Append a staged file's batches one by one, as a producer's requests carry them."""
+    for position, size, _ in list(iter_positions(data)):
+        log.append_records(data[position : position + size])
 
 
 def producer_id_for(transactional_id: str) -> int:
@@ -288,6 +303,6 @@ def commit_transaction(log: Any, producer_id: int, batch_id: int, files: list[St
             count = int.from_bytes(data[position + RECORDS_COUNT_OFFSET : position + 61], "big")
             set_producer(data, position, producer_id, epoch, sequence, True)
             sequence += count
-        log.append_records(bytes(data))
+        append_staged(log, memoryview(data))
     log.append_end_txn_marker(producer_id, epoch, "commit", batch_id)
     return True
