@@ -411,10 +411,7 @@ def set_max_timestamp(
         attrs |= TIMESTAMP_TYPE_MASK
     _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attrs)
     _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, max_timestamp)
-    (length,) = _INT32.unpack_from(buf, position + BATCH_LENGTH_OFFSET)
-    view = memoryview(buf)
-    end = position + length + LOG_OVERHEAD
-    _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(view[position + CRC_START : end]))
+    rewrite_crc(buf, position)
 
 
 def set_producer(
@@ -433,6 +430,11 @@ def set_producer(
     struct.pack_into(
         ">qhi", buf, position + PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
     )
+    rewrite_crc(buf, position)
+
+
+def rewrite_crc(buf: memoryview | bytearray, position: int) -> None:
+    """Recompute the CRC of the v2 batch at ``position`` after a CRC-covered field changed."""
     (length,) = _INT32.unpack_from(buf, position + BATCH_LENGTH_OFFSET)
     view = memoryview(buf)
     end = position + length + LOG_OVERHEAD

@@ -300,7 +300,9 @@ def commit_transaction(log: Any, producer_id: int, batch_id: int, files: list[St
         data = bytearray(Path(staged.path).read_bytes())
         # the staged batches are our own, so a header walk suffices; the append re-checks CRCs
         for position, _, _ in list(iter_positions(data)):
-            count = int.from_bytes(data[position + RECORDS_COUNT_OFFSET : position + 61], "big")
+            count = int.from_bytes(
+                data[position + RECORDS_COUNT_OFFSET : position + RECORDS_COUNT_OFFSET + 4], "big"
+            )
             set_producer(data, position, producer_id, epoch, sequence, True)
             sequence += count
         append_staged(log, memoryview(data))
