@@ -380,5 +380,40 @@ def test_cleaner_threads_compact_in_the_background(tmp_path: Path) -> None:
         mgr.close()
 
 
+def test_close_does_not_wait_on_cleaner_threads_that_need_the_manager(tmp_path: Path) -> None:
+    """A cleaner thread waking while close() runs must not block on the manager's lock: close()
+    joins those threads, so it would wait forever. The slow scheduler shutdown widens the window
+    in which the old close() held the lock with the cleaner threads still running."""
+    config_ = ManagerConfig.from_properties(
+        {"log.cleaner.backoff.ms": "5", "log.cleaner.threads": "2"}
+    )
+    mgr = LogManager(tmp_path, config=config_)
+    mgr.create_topic("k", 1, {"cleanup.policy": "compact"})
+    mgr.start()
+    stop_scheduler = mgr.scheduler.shutdown
+
+    def slow_shutdown() -> None:
+        time.sleep(0.3)  # several cleaner backoffs: each wakes and lists the logs
+        stop_scheduler()
+
+    mgr.scheduler.shutdown = slow_shutdown  # type: ignore[method-assign]
+    closer = threading.Thread(target=mgr.close, daemon=True)
+    closer.start()
+    closer.join(20)
+    assert not closer.is_alive(), "LogManager.close() deadlocked with its cleaner threads"
+    assert not mgr.cleaner.running
+
+
+def test_listing_logs_never_waits_for_the_manager_lock(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as mgr:
+        mgr.create_topic("t", 2)
+        got: list[int] = []
+        with mgr._lock:  # held as create_topic or delete_topic would hold it
+            reader = threading.Thread(target=lambda: got.append(len(mgr.logs())), daemon=True)
+            reader.start()
+            reader.join(5)
+        assert got == [2]
+
+
 def data_of(log: Log) -> list[object]:
     return [r for s in log.segments for b in s.batches() for r in b.records()]

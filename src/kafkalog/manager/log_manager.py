@@ -71,7 +71,12 @@ class LogManager:
             for d in self._dirs:
                 d.release()
             raise
+        # Copy-on-write: writers replace the whole map under the lock, readers take the current
+        # one without it. The cleaner threads read it while holding their own lock, and the
+        # manager holds its lock while calling into the cleaner; a locked read here would invert
+        # that order and deadlock (seen in CI as a hang in close()).
         self._logs: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
+        self._close_lock = threading.Lock()
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
         self._closed = False
@@ -111,7 +116,7 @@ class LogManager:
                 if tp in self._logs:
                     other = self._logs[tp][1].path
                     raise KafkaLogError(f"partition {tp} is in both {other} and {d.path}")
-                self._logs[tp] = (log, d)
+                self._logs = {**self._logs, tp: (log, d)}
         logger.info("loaded %d logs from %d log dirs", len(self._logs), len(self._dirs))
 
     def _open_log(
@@ -197,12 +202,11 @@ class LogManager:
             counts[id(d)] += 1
         target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
         log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
-        self._logs[tp] = (log, target)
+        self._logs = {**self._logs, tp: (log, target)}
         return log
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
-        with self._lock:
-            entry = self._logs.get(TopicPartition(topic, partition))
+        entry = self._logs.get(TopicPartition(topic, partition))
         if entry is None:
             raise UnknownTopicOrPartitionError(f"no log for {topic}-{partition}")
         return entry
@@ -211,8 +215,8 @@ class LogManager:
         return self._entry(topic, partition)[0]
 
     def logs(self) -> dict[TopicPartition, Log]:
-        with self._lock:
-            return {tp: log for tp, (log, _) in sorted(self._logs.items())}
+        current = self._logs  # one read of the reference: a consistent map without the lock
+        return {tp: log for tp, (log, _) in sorted(current.items())}
 
     def topics(self) -> dict[str, int]:
         """Topic name -> number of partitions."""
@@ -236,7 +240,7 @@ class LogManager:
             for tp in doomed:
                 log, owner = self._logs[tp]
                 self.cleaner.manager.abort_and_pause_cleaning(tp)
-                del self._logs[tp]
+                self._logs = {k: v for k, v in self._logs.items() if k != tp}
                 self.cleaner.manager.remove_partition(tp, owner.path)
                 log.close()
                 target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}-delete")
@@ -332,19 +336,25 @@ class LogManager:
     def close(self) -> None:
         """Stop the tasks, flush and close every log, write the checkpoints and the clean-shutdown
         marker of each directory, and release the locks."""
-        with self._lock:
+        with self._close_lock:
             if self._closed:
                 return
+            # The background threads take the manager lock (checkpoints, deletes), so they are
+            # stopped before it is held: joining them under it could wait forever.
             self.scheduler.shutdown()
             self.cleaner.shutdown()
-            threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
-            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
-                list(pool.map(lambda entry: entry[0].close(), list(self._logs.values())))
-            self.run_checkpoints()
-            for d in self._dirs:
-                d.mark_clean_shutdown()
-                d.release()
-            self._closed = True
+            with self._lock:
+                self._close_logs()
+
+    def _close_logs(self) -> None:
+        threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
+        with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
+            list(pool.map(lambda entry: entry[0].close(), list(self._logs.values())))
+        self.run_checkpoints()
+        for d in self._dirs:
+            d.mark_clean_shutdown()
+            d.release()
+        self._closed = True
 
     def __enter__(self) -> LogManager:
         return self
