@@ -3,6 +3,8 @@
 The public surface is what ``__all__`` lists; everything else may change.
 """
 
+import os as _os
+
 from kafkalog.clock import Clock, ManualClock, SystemClock
 from kafkalog.errors import (
     CorruptIndexError,
@@ -90,3 +92,8 @@ __all__ = [
     "committed_records",
     "__version__",
 ]
+
+if _os.environ.get("KAFKALOG_PURE_PYTHON", "") not in ("", "0"):
+    from kafkalog.records.fastpath import use_fast_path
+
+    use_fast_path(False)  # the reference codec everywhere (the test suite's second run)

@@ -323,6 +323,19 @@ class RecordBatch:
     def _where(self) -> int | None:
         return self.position if self.position >= 0 else None
 
+    def records_data(self) -> bytes | memoryview:
+        """The records region, decompressed (a view when the batch is not compressed)."""
+        payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
+        codec = self.header.compression
+        try:
+            return compression.decompress(codec, payload) if codec else payload
+        except CorruptRecordError as err:
+            raise CorruptRecordError(
+                f"batch records are invalid: {err.reason}",
+                position=self._where(),
+                offset=self.header.base_offset,
+            ) from err
+
     def records(self) -> list[Record]:
         """All records of the batch (decompressed and decoded once, then cached)."""
         if self._records is None:

@@ -181,7 +181,7 @@ class RecordBatchBuilder:
             self.is_control,
             self.delete_horizon_ms is not None,
         )
-        return _finish(
+        return frame_batch(
             self.base_offset,
             len(payload),
             self.partition_leader_epoch,
@@ -215,7 +215,7 @@ def describe_bad_record(value: object, key: object, timestamp: object, headers: 
     return "headers must be a sequence of (str, bytes | None) pairs"
 
 
-def _finish(
+def frame_batch(
     base_offset: int,
     payload_size: int,
     partition_leader_epoch: int,
@@ -229,6 +229,7 @@ def _finish(
     records_count: int,
     payload: bytes,
 ) -> bytes:
+    """A v2 batch around an (already compressed) records region, its CRC computed."""
     out = bytearray(RECORD_BATCH_OVERHEAD + payload_size)
     HEADER_STRUCT.pack_into(
         out,
@@ -270,7 +271,7 @@ def build_empty_batch(
     attributes = make_attributes(
         CompressionType.NONE, timestamp_type, is_transactional, is_control, False
     )
-    return _finish(
+    return frame_batch(
         base_offset,
         0,
         partition_leader_epoch,

@@ -9,6 +9,7 @@ partial batch at the end is not returned, as in Kafka).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records.builder import RecordBatchBuilder
@@ -16,6 +17,9 @@ from kafkalog.records.legacy import build_legacy
 from kafkalog.records.record import Record
 from kafkalog.records.scanner import AnyBatch, BatchScanner
 from kafkalog.types import CompressionType, TimestampType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Buffer = bytes | bytearray | memoryview
 
@@ -91,6 +95,45 @@ class MemoryRecords:
         for r in records:
             append(r.value, r.key, r.headers, r.timestamp, r.offset if r.offset >= 0 else None)
         return cls(builder.build())
+
+    @classmethod
+    def from_arrow(
+        cls,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        compression: CompressionType | str | int | None = CompressionType.NONE,
+        compression_level: int | None = None,
+        base_offset: int = 0,
+        batch_size: int = 1 << 20,
+    ) -> MemoryRecords:
+        """Encode the rows of an Arrow table as v2 batches of at most ``batch_size`` bytes of
+        records each: a ``value`` column (binary or string) and optional ``key``, ``timestamp``
+        (ms or an Arrow timestamp) and ``headers`` (list of struct<key: string, value:
+        binary>). Offsets run from ``base_offset``; a null timestamp is written as -1."""
+        # imported on use: pyarrow stays off the import path of `import kafkalog`
+        from kafkalog.records.columnar_encode import encode_batches, record_columns  # noqa: PLC0415
+
+        codec = CompressionType.parse(compression)
+        if base_offset < 0:
+            raise InvalidRecordError(f"base offset must be >= 0, not {base_offset}")
+        batches = encode_batches(
+            record_columns(data),
+            compression=codec,
+            compression_level=compression_level,
+            base_offset=base_offset,
+            batch_size=batch_size,
+        )
+        return cls(b"".join(batches))
+
+    def to_arrow(self, *, include_headers: bool = True, include_control: bool = False) -> pa.Table:
+        """The records as an Arrow table: offset, timestamp (ms, UTC), timestampType, key,
+        value and headers (null when a record has none). Control records appear only when
+        asked. Damage raises CorruptRecordError, as ``batches()`` does."""
+        from kafkalog.records.columnar import batches_to_table  # noqa: PLC0415
+
+        return batches_to_table(
+            self.batches(), include_headers=include_headers, include_control=include_control
+        )
 
     @property
     def buffer(self) -> memoryview:

@@ -4,8 +4,8 @@ Why: Spark takes Arrow in at millions of rows/s but Python tuples at ~0.2 M, so 
 only as ``pyarrow.RecordBatch`` in exactly the Kafka source's schema (nullable fields, int32
 partition, ``timestamp[us, UTC]``, ``headers`` null rather than empty). The range is read
 through a PartitionView, so a writer in another process may be appending: only complete,
-CRC-checked batches are served. The per-record loop is the pure-Python decoder; the compiled
-fast path (issue 8) is meant to replace it. Refuses: control records and aborted records
+CRC-checked batches are served. Records become columns in kafkalog.records.columnar (the
+compiled fast path when built), never Python objects. Refuses: control records and aborted records
 (under read_committed) as rows.
 """
 
@@ -17,18 +17,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from kafkalog.log.view import PartitionView
+from kafkalog.records.columnar import HEADER_TYPE, RecordColumns
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.spark.planning import OffsetRange, data_loss
 
 ROWS_PER_BATCH = 10_000
-
-HEADER_TYPE = pa.list_(
-    pa.field(
-        "element",
-        pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]),
-    )
-)
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -72,53 +66,25 @@ def read_range(r: OffsetRange, schema: pa.Schema | None = None) -> Iterator[pa.R
         start = log_start
     if start >= r.end:
         return
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    timestamps: list[int] = []
-    types: list[int] = []
-    headers: list[list[dict[str, object]] | None] = []
-    with_headers = r.include_headers
-    topic_col = pa.array([r.topic], pa.string())
-    partition_col = pa.array([r.partition], pa.int32())
+    columns = RecordColumns(with_headers=r.include_headers, timestamp_unit="us")
+    topic = pa.scalar(r.topic, pa.string())
+    partition = pa.scalar(r.partition, pa.int32())
 
     def flush() -> pa.RecordBatch:
-        n = len(offsets)
-        columns = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.repeat(topic_col[0], n) if n else pa.array([], pa.string()),
-            pa.repeat(partition_col[0], n) if n else pa.array([], pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array([t * 1000 for t in timestamps], pa.timestamp("us", tz="UTC")),
-            pa.array(types, pa.int32()),
-        ]
-        if with_headers:
-            columns.append(pa.array(headers, HEADER_TYPE))
-        out = pa.RecordBatch.from_arrays(columns, schema=schema)
-        for column in (keys, values, offsets, timestamps, types, headers):
-            column.clear()
-        return out
+        offset, timestamp, ts_type, key, value, *headers = columns.finish()
+        n = len(offset)
+        topic_col = pa.repeat(topic, n)
+        partition_col = pa.repeat(partition, n)
+        arrays = [key, value, topic_col, partition_col, offset, timestamp, ts_type, *headers]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    end = r.end
     for batch in _batches(r, view, start):
-        ts_type = int(batch.timestamp_type)
-        for record in batch:
-            offset = record.offset
-            if offset < start:
-                continue
-            if offset >= end:
-                break
-            keys.append(record.key)
-            values.append(record.value)
-            offsets.append(offset)
-            ts = record.timestamp
-            timestamps.append(-1 if ts is None else ts)
-            types.append(ts_type)
-            if with_headers:
-                hs = record.headers
-                headers.append([{"key": k, "value": v} for k, v in hs] if hs else None)
-            if len(offsets) >= ROWS_PER_BATCH:
-                yield flush()
-    if offsets:
+        if batch.next_offset <= start:
+            continue
+        if batch.base_offset >= r.end:
+            break
+        columns.add_batch(batch, start, r.end)
+        if columns.rows >= ROWS_PER_BATCH:
+            yield flush()
+    if columns.rows:
         yield flush()

@@ -1,0 +1,18 @@
+"""Build hook for the optional compiled fast path; everything else lives in pyproject.toml.
+
+The extension is optional: with no C compiler the build goes on and kafkalog runs on its
+pure-Python reference codec (kafkalog.records.columnar picks whichever is there).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "kafkalog.records._fastcodec",
+            ["src/kafkalog/records/_fastcodec.c"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        )
+    ]
+)
