@@ -12,11 +12,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(DEV): pyproject.toml | $(PY)
+$(DEV): pyproject.toml setup.py src/kafkalog/records/_fastcodec.c | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-$(SPARK): pyproject.toml | $(PY)
+$(SPARK): pyproject.toml setup.py src/kafkalog/records/_fastcodec.c | $(PY)
 	$(PY) -m pip install --quiet -e '.[spark]'
 	@touch $@
 
@@ -37,8 +37,11 @@ lint: $(DEV)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The whole suite twice: on the compiled fast path (which must have been built), then on the
+# pure-Python reference codec it is checked against.
 test: lint check-java
-	$(PY) -m pytest
+	KAFKALOG_REQUIRE_FAST=1 $(PY) -m pytest
+	KAFKALOG_PURE_PYTHON=1 $(PY) -m pytest
 
 bench: $(DEV)
 	$(PY) -m bench

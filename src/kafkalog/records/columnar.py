@@ -69,6 +69,8 @@ class RecordColumns:
             if self._fast is not None and self._fast.rows:
                 self._chunks.append(self._finish_fast())
             return self._add_py(batch, lo, hi)
+        if self._py["offset"]:
+            self._chunks.append(self._finish_py())  # keep offset order across kinds of batch
         h = batch.header
         data = batch.records_data()
         lat = bool(h.attributes & TIMESTAMP_TYPE_MASK)

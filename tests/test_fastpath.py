@@ -1,0 +1,265 @@
+"""The compiled codec against the pure-Python reference: same columns, same bytes, same errors.
+
+Each property runs both implementations on the same input (``use_fast_path`` switches between
+them in-process) and compares: decoded tables, encoded batch bytes, and, on damaged input,
+that both raise CorruptRecordError (or both succeed with equal output). ``make test`` sets
+KAFKALOG_REQUIRE_FAST=1 so a build that silently lost the extension fails here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalog import (
+    CompressionType,
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidRecordError,
+    MemoryRecords,
+    Record,
+)
+from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
+from kafkalog.records.columnar import RecordColumns
+from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.records.record import decode_records
+from kafkalog.testing.strategies import records as record_lists
+
+COMPILED = use_fast_path(True)
+use_fast_path(os.environ.get("KAFKALOG_PURE_PYTHON", "") in ("", "0"))
+needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
+
+
+def test_the_extension_is_built_when_required() -> None:
+    if os.environ.get("KAFKALOG_REQUIRE_FAST") == "1":
+        assert COMPILED, "make test expects the compiled fast path (pip install -e . builds it)"
+
+
+def both(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    """fn() under the reference, then under the compiled codec; exceptions are returned."""
+    out = []
+    before = fast_codec() is not None
+    try:
+        for fast in (False, True):
+            use_fast_path(fast)
+            try:
+                out.append(fn())
+            except Exception as err:  # compared by the caller
+                out.append(err)
+    finally:
+        use_fast_path(before)
+    return out[0], out[1]
+
+
+def table_of(data: bytes, lo: int = 0, hi: int = 2**63 - 1, headers: bool = True) -> pa.Table:
+    columns = RecordColumns(with_headers=headers)
+    for batch in MemoryRecords(data).batches():
+        columns.add_batch(batch, lo, hi)
+    return columns.to_table()
+
+
+codecs = st.sampled_from(list(CompressionType))
+
+
+@needs_compiled
+@given(record_lists(max_size=30), codecs, st.integers(0, 40), st.integers(0, 40), st.booleans())
+def test_decode_matches_the_reference(
+    recs: list[Record], codec: CompressionType, lo: int, span: int, headers: bool
+) -> None:
+    data = bytes(MemoryRecords.build(recs, compression=codec, base_offset=3))
+    ref, fast = both(lambda: table_of(data, lo, lo + span, headers))
+    assert isinstance(ref, pa.Table)
+    assert fast.equals(ref)
+    assert ref.column("offset").to_pylist() == [
+        3 + i for i in range(len(recs)) if lo <= 3 + i < lo + span
+    ]
+
+
+@needs_compiled
+@given(st.lists(record_lists(max_size=8), min_size=1, max_size=4), st.booleans())
+def test_legacy_and_v2_batches_mix_in_one_table(groups: list[list[Record]], legacy: bool) -> None:
+    parts, offset = [], 0
+    for i, recs in enumerate(groups):
+        magic = 1 if legacy and i % 2 else 2
+        if magic == 1:
+            recs = [Record(r.value, r.key, (), r.timestamp) for r in recs]
+        parts.append(bytes(MemoryRecords.build(recs, magic=magic, base_offset=offset)))
+        offset += len(recs)
+    data = b"".join(parts)
+    ref, fast = both(lambda: table_of(data))
+    assert fast.equals(ref)
+    assert ref.num_rows == offset
+
+
+def damaged(recs: list[Record], edits: list[tuple[int, int]], cut: int) -> bytes:
+    """An uncompressed batch whose records region is damaged, re-framed with a valid CRC so the
+    damage reaches the record decoder."""
+    region = bytearray(bytes(MemoryRecords.build(recs))[RECORD_BATCH_OVERHEAD:])
+    for pos, value in edits:
+        if region:
+            region[pos % len(region)] = value
+    if cut:
+        del region[-min(cut, len(region)) :]
+    head = bytearray(bytes(MemoryRecords.build(recs))[:RECORD_BATCH_OVERHEAD])
+    head[8:12] = (RECORD_BATCH_OVERHEAD - 12 + len(region)).to_bytes(4, "big")
+    out = head + region
+    rewrite_crc(out, 0)
+    return bytes(out)
+
+
+edits = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4)
+
+
+@needs_compiled
+@given(record_lists(max_size=10), edits, st.integers(0, 3))
+def test_damaged_records_fail_alike(
+    recs: list[Record], changes: list[tuple[int, int]], cut: int
+) -> None:
+    data = damaged(recs, changes, cut)
+    ref, fast = both(lambda: table_of(data))
+    if isinstance(ref, Exception):
+        assert isinstance(ref, CorruptRecordError), ref
+        assert isinstance(fast, CorruptRecordError), fast
+        assert "batch records are invalid" in str(fast)
+    else:
+        assert isinstance(fast, pa.Table), fast
+        assert fast.equals(ref)
+
+
+@needs_compiled
+@given(st.binary(max_size=60), st.integers(0, 6))
+def test_arbitrary_record_bytes_fail_alike(region: bytes, count: int) -> None:
+    """Raw bytes straight into both record loops: the reference's list of Records against the
+    compiled builder's rows."""
+    before = fast_codec() is not None
+    use_fast_path(True)
+    fast = fast_codec()
+    use_fast_path(before)
+    assert fast is not None
+    builder = fast.ColumnBuilder(True, 1)
+    try:
+        ref: Any = decode_records(region, count, 0, 1000, None)
+    except CorruptRecordError as err:
+        ref = err
+    try:
+        got: Any = builder.add(region, count, 0, 1000, False, 0, 0, 0, 2**63 - 1)
+    except fast.CorruptRecords as err:
+        got = err
+    if isinstance(ref, Exception):
+        assert isinstance(got, fast.CorruptRecords), (ref, got)
+        assert builder.rows == 0  # all or nothing
+    else:
+        assert got == len(ref)
+
+
+def rows_table(recs: list[Record]) -> pa.Table:
+    return pa.table(
+        {
+            "key": pa.array([r.key for r in recs], pa.binary()),
+            "value": pa.array([r.value for r in recs], pa.binary()),
+            "timestamp": pa.array([r.timestamp for r in recs], pa.int64()),
+            "headers": pa.array(
+                [[{"key": k, "value": v} for k, v in r.headers] or None for r in recs],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+            ),
+        }
+    )
+
+
+@needs_compiled
+@given(record_lists(max_size=40), st.integers(1, 3000), st.integers(0, 10**6))
+def test_encode_matches_the_reference_byte_for_byte(
+    recs: list[Record], batch_size: int, base: int
+) -> None:
+    table = rows_table(recs)
+    ref, fast = both(
+        lambda: bytes(MemoryRecords.from_arrow(table, batch_size=batch_size, base_offset=base))
+    )
+    assert fast == ref
+    decoded = list(MemoryRecords(ref).records())
+    assert [(r.key, r.value, list(r.headers)) for r in decoded] == [
+        (r.key, r.value, list(r.headers)) for r in recs
+    ]
+    assert [r.offset for r in decoded] == list(range(base, base + len(recs)))
+
+
+@needs_compiled
+@given(record_lists(max_size=40), codecs)
+def test_one_encoded_batch_is_what_the_builder_writes(
+    recs: list[Record], codec: CompressionType
+) -> None:
+    table = rows_table(recs)
+    built = MemoryRecords.build(recs, compression=codec)
+    ref, fast = both(lambda: MemoryRecords.from_arrow(table, compression=codec, batch_size=2**30))
+    if codec in (CompressionType.NONE, CompressionType.ZSTD, CompressionType.SNAPPY):
+        assert bytes(fast) == bytes(ref) == bytes(built)
+    assert [list(b) for b in fast.batches()] == [list(b) for b in built.batches()]
+
+
+def test_bad_rows_are_refused_alike() -> None:
+    negative = pa.table({"value": [b"a", b"b"], "timestamp": pa.array([5, -7], pa.int64())})
+    for got in both(lambda: MemoryRecords.from_arrow(negative)):
+        assert isinstance(got, InvalidRecordError) and "negative timestamp -7" in str(got)
+    null_key = pa.table(
+        {
+            "value": [b"a"],
+            "headers": pa.array(
+                [[{"key": None, "value": b"x"}]],
+                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+            ),
+        }
+    )
+    for got in both(lambda: MemoryRecords.from_arrow(null_key)):
+        assert isinstance(got, InvalidRecordError) and "null key" in str(got)
+
+
+def test_from_arrow_takes_strings_timestamps_slices_and_chunks() -> None:
+    table = pa.table(
+        {
+            "Value": pa.chunked_array([["a", "bb"], ["ccc"]]),
+            "key": ["k1", None, "k3"],
+            "timestamp": pa.array([1_000, None, 3_000], pa.timestamp("s")),
+        }
+    ).slice(1)
+    for got in both(lambda: list(MemoryRecords.from_arrow(table).records())):
+        assert [(r.offset, r.key, r.value, r.timestamp) for r in got] == [
+            (0, None, b"bb", -1),
+            (1, b"k3", b"ccc", 3_000_000),
+        ]
+    with pytest.raises(InvalidArgumentError, match="need a 'value' column"):
+        MemoryRecords.from_arrow(pa.table({"key": [b"k"]}))
+
+
+def test_to_arrow_hides_control_records_and_round_trips() -> None:
+    from kafkalog.records import build_end_txn_marker
+    from kafkalog.types import ControlRecordType
+
+    data = bytes(
+        MemoryRecords.build(
+            [Record(b"v", b"k", [("h", b"1")], 7)],
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+    ) + build_end_txn_marker(
+        offset=1,
+        producer_id=5,
+        producer_epoch=0,
+        marker=ControlRecordType.COMMIT,
+        coordinator_epoch=0,
+        timestamp=9,
+    )
+    for table in both(lambda: MemoryRecords(data).to_arrow()):
+        assert table.column("offset").to_pylist() == [0]
+        assert table.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}]]
+    for table in both(lambda: MemoryRecords(data).to_arrow(include_control=True)):
+        assert table.num_rows == 2
+    again = MemoryRecords.from_arrow(MemoryRecords(data).to_arrow())
+    assert [(r.key, r.value, r.timestamp) for r in again.records()] == [(b"k", b"v", 7)]
