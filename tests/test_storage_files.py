@@ -109,3 +109,38 @@ def test_leader_epoch_cache(tmp_path: Path) -> None:
     cache.truncate_from_start(12)
     assert cache.entries == [(2, 12)]
     assert LeaderEpochCache(tmp_path).entries == [(2, 12)]  # written through to the file
+
+
+def test_a_segment_closed_during_a_read_is_not_read_through_a_reused_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention closes a segment while a fetch is inside pread; the number of the closed
+    descriptor is handed to the next opened file. The read must still return its own bytes."""
+    import os
+    import threading
+
+    from kafkalog.storage import file_records
+    from kafkalog.storage.file_records import FileRecords
+
+    records = FileRecords(tmp_path / "a.log")
+    records.append(b"A" * 100)
+    entered, release = threading.Event(), threading.Event()
+    real_pread = os.pread
+
+    def slow_pread(fd: int, n: int, at: int) -> bytes:
+        entered.set()
+        release.wait(10)
+        return real_pread(fd, n, at)
+
+    monkeypatch.setattr(file_records.os, "pread", slow_pread)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(records.read(0, 100)))
+    reader.start()
+    assert entered.wait(10)
+    records.close_handler()
+    other = os.open(tmp_path / "b.log", os.O_RDWR | os.O_CREAT)
+    os.write(other, b"B" * 10)
+    release.set()
+    reader.join(10)
+    os.close(other)
+    assert got == [b"A" * 100]

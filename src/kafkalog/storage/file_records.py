@@ -93,6 +93,11 @@ class FileRecords:
         else:
             self._size = physical
         self._map_lock = threading.Lock()
+        # Readers pin the descriptor: closing a segment (retention, compaction) while another
+        # thread is inside pread would let the number be reused by a newly opened file, and the
+        # read would silently come from that file. A pinned descriptor closes when unpinned.
+        self._pins = 0
+        self._close_when_unpinned = False
         self._map: mmap.mmap | None = None
         self._map_length = 0
 
@@ -123,7 +128,19 @@ class FileRecords:
 
     def read(self, position: int, size: int) -> bytes:
         """Bytes ``[position, position + size)``, clipped to the logical end."""
-        fd = self._check_open()
+        with self._map_lock:
+            fd = self._check_open()
+            self._pins += 1
+        try:
+            return self._pread(fd, position, size)
+        finally:
+            with self._map_lock:
+                self._pins -= 1
+                if not self._pins and self._close_when_unpinned:
+                    self._close_when_unpinned = False
+                    os.close(fd)
+
+    def _pread(self, fd: int, position: int, size: int) -> bytes:
         end = min(position + size, self._size)
         if position < 0 or position > self._size:
             raise ValueError(f"position {position} is outside {self.path} of size {self._size}")
@@ -283,9 +300,12 @@ class FileRecords:
     def close_handler(self) -> None:
         with self._map_lock:
             self._drop_map_locked()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            if self._fd is not None:
+                if self._pins:
+                    self._close_when_unpinned = True  # the last reader closes it
+                else:
+                    os.close(self._fd)
+                self._fd = None
 
     @property
     def closed(self) -> bool:
