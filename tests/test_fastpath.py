@@ -263,3 +263,61 @@ def test_to_arrow_hides_control_records_and_round_trips() -> None:
         assert table.num_rows == 2
     again = MemoryRecords.from_arrow(MemoryRecords(data).to_arrow())
     assert [(r.key, r.value, r.timestamp) for r in again.records()] == [(b"k", b"v", 7)]
+
+
+NOW = 1_700_000_000_000
+leader_records = st.lists(
+    st.builds(
+        Record,
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.one_of(st.none(), st.binary(min_size=1, max_size=8)),
+        st.just(()),
+        st.one_of(st.none(), st.integers(NOW - 10_000, NOW + 10_000)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@needs_compiled
+@given(leader_records, codecs, codecs, st.booleans(), st.sampled_from([None, 5_000]))
+def test_leader_validation_decides_alike(
+    recs: list[Record],
+    produced: CompressionType,
+    topic_codec: CompressionType,
+    compact: bool,
+    bound: int | None,
+) -> None:
+    """A producer batch through Log.append_records on both paths: the same error, or the same
+    bytes in the log."""
+    import tempfile
+    from pathlib import Path
+
+    from kafkalog import Log, LogConfig, ManualClock
+
+    props: dict[str, object] = {"compression.type": topic_codec.kafka_name}
+    if compact:
+        props["cleanup.policy"] = "compact"
+    if bound is not None:
+        props["message.timestamp.before.max.ms"] = bound
+        props["message.timestamp.after.max.ms"] = bound
+    batch = MemoryRecords.build(recs, compression=produced)
+
+    def append() -> tuple[bytes, int]:
+        with tempfile.TemporaryDirectory() as d:
+            log = Log.open(Path(d) / "t-0", LogConfig.from_properties(props), ManualClock(NOW))
+            try:
+                info = log.append_records(batch)
+                fetch = log.read(0, 1 << 20)
+                assert fetch.records is not None
+                return fetch.records.read(), info.max_timestamp
+            finally:
+                log.close()
+
+    ref, fast = both(append)
+    if isinstance(ref, Exception):
+        assert type(fast) is type(ref) and str(fast) == str(ref)
+    elif topic_codec in (produced, CompressionType.NONE, CompressionType.ZSTD):
+        assert fast == ref
+    else:
+        assert fast[1] == ref[1]

@@ -22,6 +22,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.records import AnyBatch, BatchScanner, RecordBatch, RecordBatchBuilder
 from kafkalog.records.batch import set_last_offset, set_max_timestamp, set_partition_leader_epoch
+from kafkalog.records.fastpath import RecordStats, record_stats
 from kafkalog.records.record import Record
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
@@ -252,12 +253,18 @@ def assign_offsets(
         _check_batch(b, origin)
         if magic < 2 and (b.producer_id >= 0 or b.is_transactional):
             raise InvalidRecordError("idempotent or transactional data needs magic 2")
+    first = batches[0]
+    if magic == 2 and source is target and isinstance(first, RecordBatch):
+        stats = record_stats(first)  # the compiled loop, when built: no Record objects
+        if stats is not None and _stats_pass(stats, first, config, now, origin):
+            max_ts = NO_TIMESTAMP if stats.max_timestamp_all is None else stats.max_timestamp_all
+            if source is CompressionType.NONE or stats.sequential:
+                return _in_place(first, next_offset, leader_epoch, now, max_ts, log_append, target)
     records: list[Record] = []
     for b in batches:
         batch_records = b.records()  # decoded once and cached by the batch
         _check_records(batch_records, b, config, now, origin)
         records.extend(batch_records)
-    first = batches[0]
     in_place = (
         magic == 2
         and source is target
@@ -266,23 +273,11 @@ def assign_offsets(
     )
     if in_place:
         assert isinstance(first, RecordBatch)
-        buf = bytearray(first.buffer)
-        last = next_offset + first.records_count - 1
-        set_last_offset(buf, 0, last)
-        set_partition_leader_epoch(buf, 0, leader_epoch)
-        if log_append:
-            set_max_timestamp(buf, 0, TimestampType.LOG_APPEND_TIME, now)
-            max_ts, shallow = now, last
-        else:
-            max_ts = max(
-                (NO_TIMESTAMP if r.timestamp is None else r.timestamp for r in records),
-                default=NO_TIMESTAMP,
-            )
-            set_max_timestamp(buf, 0, TimestampType.CREATE_TIME, max_ts)
-            shallow = last
-        return ValidatedRecords(
-            buf, next_offset, last, max_ts, shallow, append_time, first.records_count, target, False
+        max_ts = max(
+            (NO_TIMESTAMP if r.timestamp is None else r.timestamp for r in records),
+            default=NO_TIMESTAMP,
         )
+        return _in_place(first, next_offset, leader_epoch, now, max_ts, log_append, target)
     # convert (legacy input) or recompress: one new batch at the log end
     producer = first if isinstance(first, RecordBatch) else None
     builder = RecordBatchBuilder(
@@ -315,6 +310,54 @@ def assign_offsets(
         )
     return ValidatedRecords(
         out, next_offset, last, max_ts, last, append_time, len(records), target, True
+    )
+
+
+def _stats_pass(
+    stats: RecordStats, batch: RecordBatch, config: LogConfig, now: int, origin: AppendOrigin
+) -> bool:
+    """True when the per-record checks pass; False sends the batch down the reference path,
+    which raises the exact error (the fast path only decides, it never words an error)."""
+    if origin is not AppendOrigin.CLIENT:
+        return True
+    if (
+        config.message_timestamp_type is TimestampType.CREATE_TIME
+        and batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    ):
+        return False
+    if config.compact and stats.null_keys:
+        return False
+    create_time = config.message_timestamp_type is TimestampType.CREATE_TIME
+    if create_time and stats.min_timestamp is not None and stats.max_timestamp is not None:
+        before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+        if now - stats.min_timestamp > before or stats.max_timestamp - now > after:
+            return False
+    return True
+
+
+def _in_place(
+    first: RecordBatch,
+    next_offset: int,
+    leader_epoch: int,
+    now: int,
+    max_ts: int,
+    log_append: bool,
+    target: CompressionType,
+) -> ValidatedRecords:
+    """Kafka's in-place assignment: offsets, leader epoch and max timestamp set in a copy of
+    the producer's batch (CRC rewritten only when a covered field changed)."""
+    buf = bytearray(first.buffer)
+    last = next_offset + first.records_count - 1
+    set_last_offset(buf, 0, last)
+    set_partition_leader_epoch(buf, 0, leader_epoch)
+    append_time = now if log_append else NO_TIMESTAMP
+    if log_append:
+        set_max_timestamp(buf, 0, TimestampType.LOG_APPEND_TIME, now)
+        max_ts = now
+    else:
+        set_max_timestamp(buf, 0, TimestampType.CREATE_TIME, max_ts)
+    return ValidatedRecords(
+        buf, next_offset, last, max_ts, last, append_time, first.records_count, target, False
     )
 
 

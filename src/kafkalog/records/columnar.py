@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
-from kafkalog.records.fastpath import fast_codec
+from kafkalog.records.fastpath import batch_error, fast_codec
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.types import NO_TIMESTAMP
 
@@ -89,12 +89,7 @@ class RecordColumns:
                 )
             )
         except self._errors as err:
-            message, _ = err.args
-            raise CorruptRecordError(
-                f"batch records are invalid: {message}",
-                position=batch.position if batch.position >= 0 else None,
-                offset=h.base_offset,
-            ) from None
+            raise batch_error(batch, err) from None
 
     def _add_py(self, batch: AnyBatch, lo: int, hi: int) -> int:
         records = batch.records()  # the whole batch decodes (and fails) before any row lands

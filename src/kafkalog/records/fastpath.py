@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import NamedTuple
+
+from kafkalog.errors import CorruptRecordError
+from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
 
 
 def _load() -> ModuleType | None:
@@ -33,3 +37,49 @@ def use_fast_path(enabled: bool) -> bool:
     is now in use."""
     _state["enabled"] = enabled
     return fast_codec() is not None
+
+
+class RecordStats(NamedTuple):
+    """What the leader's validation needs from a batch's records, without decoding them."""
+
+    records: int
+    null_keys: int
+    min_timestamp: int | None  # over timestamps other than -1
+    max_timestamp: int | None  # likewise
+    max_timestamp_all: int | None  # over every record, -1 included
+    sequential: bool  # offset deltas are 0, 1, 2, ...
+
+
+def record_stats(batch: RecordBatch) -> RecordStats | None:
+    """The batch's RecordStats from the compiled loop, or None when it is not in use. Damage
+    raises CorruptRecordError as ``batch.records()`` would."""
+    fast = fast_codec()
+    if fast is None:
+        return None
+    h = batch.header
+    builder = fast.ColumnBuilder(False, 1, True)
+    try:
+        builder.add(
+            batch.records_data(),
+            h.records_count,
+            h.base_offset,
+            h.base_timestamp,
+            bool(h.attributes & TIMESTAMP_TYPE_MASK),
+            h.max_timestamp,
+            int(batch.timestamp_type),
+            -(2**63),
+            2**63 - 1,
+        )
+    except fast.CorruptRecords as err:
+        raise batch_error(batch, err) from None
+    return RecordStats(*builder.stats())
+
+
+def batch_error(batch: RecordBatch, err: Exception) -> CorruptRecordError:
+    """The compiled loop's complaint as the reference words it for a batch."""
+    message, _ = err.args
+    return CorruptRecordError(
+        f"batch records are invalid: {message}",
+        position=batch.position if batch.position >= 0 else None,
+        offset=batch.base_offset,
+    )
