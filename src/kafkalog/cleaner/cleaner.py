@@ -23,6 +23,7 @@ from kafkalog.clock import Clock
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log.log import Log
 from kafkalog.log.swap import LastRecord
+from kafkalog.records.columnar import batch_keys
 from kafkalog.records.filter import RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
 from kafkalog.storage.segment import LogSegment
@@ -159,12 +160,11 @@ class Cleaner:
                 if batch.is_control:
                     txns.on_control_batch_read(batch)
                 elif not txns.on_batch_read(batch):
-                    for record in batch.records():
-                        key = record.key
-                        if key is not None and record.offset >= start:
+                    for key, offset in batch_keys(batch):
+                        if key is not None and offset >= start:
                             if offset_map.size >= capacity:
                                 return True
-                            offset_map.put(key, record.offset)
+                            offset_map.put(key, offset)
                         stats.map_messages_read += 1
                 if batch.last_offset >= start:
                     offset_map.update_latest_offset(batch.last_offset)

@@ -112,7 +112,7 @@ enum { C_OFFSET, C_TS, C_TSTYPE, C_KOFF, C_KDATA, C_KVALID, C_VOFF, C_VDATA, C_V
 
 typedef struct {
     PyObject_HEAD
-    int with_headers, light;
+    int with_headers, light, values;
     int64_t ts_scale;
     Py_ssize_t rows, headers;
     /* what the leader's validation needs, kept in every mode: keyless records, the range of
@@ -137,11 +137,13 @@ static int builder_reset(ColumnBuilder *self) {
 }
 
 static int ColumnBuilder_init(ColumnBuilder *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"with_headers", "timestamp_scale", "light", NULL};
-    int with_headers = 0, light = 0;
+    static char *names[] = {"with_headers", "timestamp_scale", "light", "values", NULL};
+    int with_headers = 0, light = 0, values = 1;
     long long scale = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pLp", names, &with_headers, &scale, &light))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pLpp", names, &with_headers, &scale, &light,
+                                     &values))
         return -1;
+    self->values = values; /* 0: value columns stay empty (the cleaner's key scan) */
     self->with_headers = with_headers && !light;
     self->light = light;
     self->ts_scale = scale;
@@ -288,7 +290,7 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
             buf_i32(&b[C_TSTYPE], ts_type) ||
             (kn > 0 && buf_put(&b[C_KDATA], d + kpos, kn)) ||
             buf_offset(&b[C_KOFF], b[C_KDATA].len) || buf_u8(&b[C_KVALID], kn >= 0) ||
-            (vn > 0 && buf_put(&b[C_VDATA], d + vpos, vn)) ||
+            (vn > 0 && self->values && buf_put(&b[C_VDATA], d + vpos, vn)) ||
             buf_offset(&b[C_VOFF], b[C_VDATA].len) || buf_u8(&b[C_VVALID], vn >= 0))
             goto fail;
         if (self->with_headers) {

@@ -43,7 +43,9 @@ class RecordColumns:
     value and (optionally) headers. A record with no headers has null headers, as in Spark's
     Kafka source. Not thread-safe; ``finish`` returns the arrays and starts over."""
 
-    def __init__(self, *, with_headers: bool = True, timestamp_unit: str = "ms") -> None:
+    def __init__(
+        self, *, with_headers: bool = True, timestamp_unit: str = "ms", values: bool = True
+    ) -> None:
         if timestamp_unit not in ("ms", "us"):
             raise InvalidArgumentError(
                 f"timestamp_unit must be 'ms' or 'us', not {timestamp_unit!r}"
@@ -54,7 +56,11 @@ class RecordColumns:
         self._chunks: list[list[pa.Array]] = []
         fast = fast_codec()
         self._errors = fast.CorruptRecords if fast is not None else ()
-        self._fast = fast.ColumnBuilder(with_headers, self._scale) if fast is not None else None
+        self._fast = (
+            fast.ColumnBuilder(with_headers, self._scale, False, values)
+            if fast is not None
+            else None
+        )
         self._py: dict[str, list[Any]] = {k: [] for k in _PY_COLUMNS}
 
     @property
@@ -200,3 +206,14 @@ def batches_to_table(
         if include_control or not batch.is_control:
             columns.add_batch(batch)
     return columns.to_table()
+
+
+def batch_keys(batch: AnyBatch) -> Iterable[tuple[bytes | None, int]]:
+    """(key, offset) of each record of ``batch``: the cleaner's key scan, with no Record objects
+    on the compiled path (values are not even copied)."""
+    if fast_codec() is None or not isinstance(batch, RecordBatch):
+        return [(r.key, r.offset) for r in batch.records()]
+    columns = RecordColumns(with_headers=False, values=False)
+    columns.add_batch(batch)
+    offset, _, _, key, _ = columns.finish()
+    return zip(key.to_pylist(), offset.to_pylist(), strict=True)
