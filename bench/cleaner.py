@@ -104,8 +104,9 @@ def _run(root: Path) -> list[Row]:
             mb / r,
             notes=(
                 f"{records / t:,.0f} records/s; {mb:.1f} MB -> {written / 1e6:.2f} MB; "
-                f"{t * 1000:.0f} ms a round; report only"
+                f"{t * 1000:.0f} ms a round; key scan in the compiled loop, the recopy in Python"
             ),
+            target=0.3,
             extra={},
         )
     ]

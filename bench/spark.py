@@ -160,8 +160,8 @@ def _run(root: Path) -> list[Row]:
             read_ours,
             "Arrow ingest ceiling (pre-built batches)",
             read_ceiling,
-            target=None,
-            notes="pure-Python decoder; issue 8 sets >= 0.8",
+            target=0.8,
+            notes="records decoded to Arrow columns by the compiled loop",
             paired_ratio=ratio,
         ),
         Row(

@@ -10,6 +10,7 @@ exception escaping (all become CorruptRecordError) and any I/O.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -178,9 +179,18 @@ def _gzip_decompress(data: Buffer) -> bytes:
 _ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
 
 
+_ZSTD_COMPRESSORS = threading.local()  # a compressor is not thread-safe, but costly to create
+
+
 def _zstd_compress(data: Buffer, level: int | None) -> bytes:
-    compressor = zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL if level is None else level)
-    return bytes(compressor.compress(data))
+    level = ZSTD_DEFAULT_LEVEL if level is None else level
+    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_ZSTD_COMPRESSORS, "by_level", None)
+    if cache is None:
+        cache = _ZSTD_COMPRESSORS.by_level = {}
+    compressor = cache.get(level)
+    if compressor is None:
+        compressor = cache[level] = zstandard.ZstdCompressor(level=level)
+    return compressor.compress(data)
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
