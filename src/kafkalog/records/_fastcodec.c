@@ -614,10 +614,63 @@ done:
     return result;
 }
 
+/* Kafka's Utils.murmur2 (seed 0x9747b28c), the default partitioner's hash. */
+static uint32_t murmur2(const uint8_t *d, Py_ssize_t n) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ (uint32_t)n;
+    Py_ssize_t end = n - n % 4;
+    for (Py_ssize_t i = 0; i < end; i += 4) {
+        uint32_t k = (uint32_t)d[i] | (uint32_t)d[i + 1] << 8 | (uint32_t)d[i + 2] << 16 |
+                     (uint32_t)d[i + 3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h = h * m ^ k;
+    }
+    switch (n % 4) {
+    case 3: h ^= (uint32_t)d[end + 2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)d[end + 1] << 8; /* fall through */
+    case 1: h ^= d[end]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* partitions_for_keys(keys, rows, partitions) -> int32 buffer: toPositive(murmur2(key)) %
+ * partitions per row, -1 for a null key (the caller places those). */
+static PyObject *partitions_for_keys(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *kspec;
+    Py_ssize_t rows;
+    int partitions;
+    if (!PyArg_ParseTuple(args, "Oni", &kspec, &rows, &partitions)) return NULL;
+    if (partitions < 1) {
+        PyErr_SetString(PyExc_ValueError, "a topic needs at least one partition");
+        return NULL;
+    }
+    BinCol keys;
+    if (bincol_parse(kspec, &keys) < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, rows * 4);
+    if (out) {
+        int32_t *p = (int32_t *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            Py_ssize_t n;
+            const char *k = bincol_get(&keys, i, &n);
+            p[i] = n < 0 ? -1 : (int32_t)((murmur2((const uint8_t *)k, n) & 0x7fffffff) %
+                                          (uint32_t)partitions);
+        }
+    }
+    bincol_release(&keys);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"encode", encode, METH_VARARGS,
      "encode(row_start, row_end, max_bytes, keys, values, timestamps, headers) -> "
      "(records, rows, base_timestamp, max_timestamp)"},
+    {"partitions_for_keys", partitions_for_keys, METH_VARARGS,
+     "partitions_for_keys(keys, rows, partitions) -> int32 partition per row, -1 if keyless"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records import compression as codecs
@@ -21,6 +22,7 @@ from kafkalog.records.batch import MAGIC, make_attributes
 from kafkalog.records.builder import frame_batch
 from kafkalog.records.columnar import HEADER_TYPE
 from kafkalog.records.fastpath import fast_codec
+from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.record import encode_record
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
@@ -47,7 +49,9 @@ def record_columns(data: pa.Table | pa.RecordBatch) -> dict[str, pa.Array]:
             column = column.combine_chunks()
         try:
             if name == "timestamp" and pa.types.is_timestamp(column.type):
-                column = column.cast(pa.timestamp("ms", tz=column.type.tz)).view(pa.int64())
+                # Spark's timestamps are microseconds; Kafka keeps milliseconds (truncated)
+                ms = pa.timestamp("ms", tz=column.type.tz)
+                column = column.cast(ms, safe=False).view(pa.int64())
             out[name] = column.cast(kind)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
             raise InvalidArgumentError(
@@ -66,9 +70,10 @@ def encode_batches(
     compression_level: int | None = None,
     base_offset: int = 0,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    as_producer: bool = False,
 ) -> list[bytes]:
     """Frame the rows of ``columns`` as v2 batches with consecutive offsets from
-    ``base_offset``."""
+    ``base_offset`` -- or, ``as_producer``, each batch from offset 0 as a producer sends it."""
     if batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be >= 1, not {batch_size}")
     n = len(columns["value"])
@@ -103,7 +108,7 @@ def encode_batches(
                 payload,
             )
         )
-        offset += rows
+        offset += 0 if as_producer else rows
     return out
 
 
@@ -185,3 +190,20 @@ def _regions_py(columns: dict[str, pa.Array], n: int, batch_size: int) -> list[R
     if parts:
         out.append((b"".join(parts), len(parts), base_ts, max_ts))
     return out
+
+
+def partitions_for_keys(keys: pa.Array, partitions: int) -> pa.Array:
+    """Kafka's default partitioner over a key column: int32 partition per row, null where the
+    key is null (the caller's sticky placement decides those)."""
+    if partitions < 1:
+        raise InvalidArgumentError(f"a topic needs at least one partition, not {partitions}")
+    keys = keys.cast(pa.binary())
+    fast = fast_codec()
+    if fast is None:
+        return pa.array(
+            [None if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],
+            pa.int32(),
+        )
+    raw = fast.partitions_for_keys(_spec(keys), len(keys), partitions)
+    placed = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(raw)])
+    return pc.if_else(keys.is_null(), pa.scalar(None, pa.int32()), placed)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -41,6 +42,7 @@ from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import MemoryRecords, Record
 from kafkalog.records.batch import RECORDS_COUNT_OFFSET, set_producer
+from kafkalog.records.columnar_encode import encode_batches, partitions_for_keys, record_columns
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.scanner import iter_positions
 from kafkalog.spark.options import WriteOptions, parse_write_options
@@ -156,6 +158,59 @@ class _Stager:
         if records[-1].key is None:
             self.sticky += 1  # the sticky partitioner moves on when a batch completes
 
+    def write(self, tp: TopicPartition, rows: pa.RecordBatch) -> None:
+        """Rows of one partition, encoded column-wise into batches and staged."""
+        if self.files.get(tp) is None:
+            path = self.job_dir / f"{tp.topic}-{tp.partition}.{self.prefix}"
+            self.files[tp] = StagedFile(tp.topic, tp.partition, str(path), 0)
+        staged = self.files[tp]
+        batches = encode_batches(
+            record_columns(rows), batch_size=self.opts.batch_size, as_producer=True
+        )
+        with open(staged.path, "ab") as f:
+            f.write(b"".join(batches))
+        staged.records += rows.num_rows
+
+    def add_arrow(self, batch: pa.RecordBatch) -> None:
+        """One Arrow batch: placed per row (the ``partition`` column, else murmur2 of the key,
+        else this task's sticky partition), then encoded per partition with no Python row."""
+        names = {n.lower(): n for n in batch.schema.names}
+        if "topic" in names and self.opts.topic is None:
+            topic_col = batch.column(names["topic"])
+            if topic_col.null_count:
+                raise InvalidArgumentError("a row has a null topic and no 'topic' option is set")
+            topics = pc.unique(topic_col).to_pylist()
+        else:
+            topic_col, topics = None, [self.opts.topic]
+        keyless = False
+        for topic in topics:
+            rows = batch if topic_col is None else batch.filter(pc.equal(topic_col, topic))
+            count = self.counts.get(topic)
+            if count is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            n = rows.num_rows
+            explicit = (
+                rows.column(names["partition"]).cast(pa.int32())
+                if "partition" in names
+                else pa.nulls(n, pa.int32())
+            )
+            bounds = pc.min_max(explicit).as_py()
+            for bound in (bounds["min"], bounds["max"]):
+                if bound is not None and not 0 <= bound < count:
+                    raise UnknownTopicOrPartitionError(
+                        f"partition {bound} of {topic!r} does not exist"
+                    )
+            keys = rows.column(names["key"]) if "key" in names else pa.nulls(n, pa.binary())
+            keyed = partitions_for_keys(keys, count)
+            placed = pc.coalesce(explicit, keyed, pa.scalar(self.sticky % count, pa.int32()))
+            keyless = keyless or bool(pc.any(pc.and_(explicit.is_null(), keyed.is_null())).as_py())
+            for partition in sorted(pc.unique(placed).to_pylist()):
+                self.write(
+                    TopicPartition(topic, partition), rows.filter(pc.equal(placed, partition))
+                )
+        if keyless:
+            self.sticky += 1  # the sticky partitioner moves on when a batch completes
+
     def finish(self) -> StagedFiles:
         for tp in list(self.pending):
             self.flush(tp)
@@ -169,8 +224,10 @@ def stage_batches(
     job_dir.mkdir(parents=True, exist_ok=True)
     stager = _Stager(job_dir, opts, counts)
     for item in batches:
-        rows = _arrow_rows(item) if isinstance(item, pa.RecordBatch) else [_row(item)]
-        for key, value, topic, partition, headers, timestamp in rows:
+        if isinstance(item, pa.RecordBatch):
+            stager.add_arrow(item)
+            continue
+        for key, value, topic, partition, headers, timestamp in [_row(item)]:
             hs = [(h["key"], _as_bytes(h["value"])) for h in headers] if headers else []
             ts = None if timestamp is None else int(timestamp.timestamp() * 1000)
             record = Record(_as_bytes(value), _as_bytes(key), hs, timestamp=ts)
@@ -179,15 +236,6 @@ def stage_batches(
 
 
 _SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
-
-
-def _arrow_rows(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
-    names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-    columns = []
-    for name in _SINK_COLUMNS:
-        i = names.get(name)
-        columns.append(batch.column(i).to_pylist() if i is not None else [None] * batch.num_rows)
-    return zip(*columns, strict=True)
 
 
 def _row(row: Any) -> tuple[Any, ...]:
