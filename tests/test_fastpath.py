@@ -321,3 +321,20 @@ def test_leader_validation_decides_alike(
         assert fast == ref
     else:
         assert fast[1] == ref[1]
+
+
+def test_a_fetch_reads_as_an_arrow_table(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kafkalog import Log, LogConfig, ManualClock
+
+    log = Log.open(Path(str(tmp_path)) / "t-0", LogConfig(), ManualClock(NOW))
+    try:
+        log.append([Record(b"v%d" % i, b"k%d" % i, timestamp=NOW) for i in range(5)])
+        fetch = log.read(2, 1 << 20)
+        assert fetch.records is not None
+        for table in both(fetch.records.to_arrow):
+            assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4]  # whole batches
+            assert table.column("value").to_pylist()[2] == b"v2"
+    finally:
+        log.close()

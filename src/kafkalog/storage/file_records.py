@@ -17,11 +17,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import CorruptRecordError, KafkaLogError, LogClosedError
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords
 from kafkalog.records.scanner import iter_positions
 from kafkalog.types import INT32_MAX
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,12 @@ class FileSlice:
 
     def records(self) -> MemoryRecords:
         return MemoryRecords(self.read())
+
+    def to_arrow(self, *, include_headers: bool = True, include_control: bool = False) -> pa.Table:
+        """The slice's records as an Arrow table (see ``MemoryRecords.to_arrow``)."""
+        return self.records().to_arrow(
+            include_headers=include_headers, include_control=include_control
+        )
 
     def __repr__(self) -> str:
         return f"FileSlice({self._file.path.name}, position={self.position}, size={self.size})"
