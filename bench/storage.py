@@ -57,6 +57,18 @@ def seconds_in_new_log(directory: Path, feed: Callable[[Log], object]) -> float:
     return elapsed
 
 
+def seconds_to_write(path: Path, chunks: list[bytes]) -> float:
+    """The raw baseline: ``os.write`` of the same bytes into a fresh file (page cache)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    start = time.perf_counter()
+    for chunk in chunks:
+        os.write(fd, chunk)
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    path.unlink()
+    return elapsed
+
+
 def paired(ours: list[float], raw: list[float]) -> float:
     """Median of the per-round ratios of interleaved rounds."""
     return statistics.median(o / r for o, r in zip(ours, raw, strict=True))
@@ -96,15 +108,7 @@ def _run(root: Path) -> list[Row]:
         return total / elapsed / MIB
 
     def raw_write() -> float:
-        path = root / "raw.bin"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        start = time.perf_counter()
-        for b in batches:
-            os.write(fd, b)
-        elapsed = time.perf_counter() - start
-        os.close(fd)
-        path.unlink()
-        return total / elapsed / MIB
+        return total / seconds_to_write(root / "raw.bin", batches) / MIB
 
     follower(), raw_write()  # warm-up
     ours, raw = alternate(follower, raw_write)
@@ -147,15 +151,7 @@ def _run(root: Path) -> list[Row]:
         return records / elapsed
 
     def raw_write() -> float:
-        path = root / "raw.bin"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        start = time.perf_counter()
-        for x in producer:
-            os.write(fd, x)
-        elapsed = time.perf_counter() - start
-        os.close(fd)
-        path.unlink()
-        return records / elapsed
+        return records / seconds_to_write(root / "raw.bin", producer)
 
     leader_rounds, raw_rounds = alternate(leader, raw_write)
     rows.append(

@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
-from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
-from kafkalog.records.fastpath import batch_error, fast_codec
+from kafkalog.records.batch import RecordBatch
+from kafkalog.records.fastpath import add_batch, fast_codec
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.types import NO_TIMESTAMP
 
@@ -55,7 +55,7 @@ class RecordColumns:
         self._scale = 1000 if timestamp_unit == "us" else 1
         self._chunks: list[list[pa.Array]] = []
         fast = fast_codec()
-        self._errors = fast.CorruptRecords if fast is not None else ()
+        self._fast_module = fast
         self._fast = (
             fast.ColumnBuilder(with_headers, self._scale, False, values)
             if fast is not None
@@ -71,31 +71,14 @@ class RecordColumns:
     def add_batch(self, batch: AnyBatch, lo: int = 0, hi: int = INT64_MAX) -> int:
         """Add the records of ``batch`` with ``lo <= offset < hi``; returns how many. Damage
         raises CorruptRecordError and adds nothing."""
-        if self._fast is None or not isinstance(batch, RecordBatch):
+        fast = self._fast_module
+        if fast is None or not isinstance(batch, RecordBatch):
             if self._fast is not None and self._fast.rows:
                 self._chunks.append(self._finish_fast())
             return self._add_py(batch, lo, hi)
         if self._py["offset"]:
             self._chunks.append(self._finish_py())  # keep offset order across kinds of batch
-        h = batch.header
-        data = batch.records_data()
-        lat = bool(h.attributes & TIMESTAMP_TYPE_MASK)
-        try:
-            return int(
-                self._fast.add(
-                    data,
-                    h.records_count,
-                    h.base_offset,
-                    h.base_timestamp,
-                    lat,
-                    h.max_timestamp,
-                    int(batch.timestamp_type),
-                    lo,
-                    hi,
-                )
-            )
-        except self._errors as err:
-            raise batch_error(batch, err) from None
+        return add_batch(fast, self._fast, batch, lo, hi)
 
     def _add_py(self, batch: AnyBatch, lo: int, hi: int) -> int:
         records = batch.records()  # the whole batch decodes (and fails) before any row lands

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
@@ -56,23 +56,31 @@ def record_stats(batch: RecordBatch) -> RecordStats | None:
     fast = fast_codec()
     if fast is None:
         return None
-    h = batch.header
     builder = fast.ColumnBuilder(False, 1, True)
+    add_batch(fast, builder, batch, -(2**63), 2**63 - 1)
+    return RecordStats(*builder.stats())
+
+
+def add_batch(fast: ModuleType, builder: Any, batch: RecordBatch, lo: int, hi: int) -> int:
+    """Run ``batch``'s records through a compiled ColumnBuilder (those with ``lo <= offset <
+    hi`` kept); damage raises CorruptRecordError as ``batch.records()`` would."""
+    h = batch.header
     try:
-        builder.add(
-            batch.records_data(),
-            h.records_count,
-            h.base_offset,
-            h.base_timestamp,
-            bool(h.attributes & TIMESTAMP_TYPE_MASK),
-            h.max_timestamp,
-            int(batch.timestamp_type),
-            -(2**63),
-            2**63 - 1,
+        return int(
+            builder.add(
+                batch.records_data(),
+                h.records_count,
+                h.base_offset,
+                h.base_timestamp,
+                bool(h.attributes & TIMESTAMP_TYPE_MASK),
+                h.max_timestamp,
+                int(batch.timestamp_type),
+                lo,
+                hi,
+            )
         )
     except fast.CorruptRecords as err:
         raise batch_error(batch, err) from None
-    return RecordStats(*builder.stats())
 
 
 def batch_error(batch: RecordBatch, err: Exception) -> CorruptRecordError:
