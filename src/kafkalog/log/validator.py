@@ -56,9 +56,13 @@ def analyze(
     origin: AppendOrigin,
     *,
     check_sizes: bool = True,
+    verify_crc: bool = True,
 ) -> Analysis:
-    """Walk the batches once: CRC and size checks, offsets, max timestamp, codec."""
-    scanner = BatchScanner(data, verify_crc=True)
+    """Walk the batches once: CRC and size checks, offsets, max timestamp, codec.
+
+    ``verify_crc=False`` leaves the checksums to the caller (``checksum_overlap``).
+    """
+    scanner = BatchScanner(data, verify_crc=verify_crc)
     batches: list[AnyBatch] = []
     first_offset = -1
     last_offset = -1

@@ -10,15 +10,17 @@ and truncation mechanics (the Log's), and reads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import (
     InvalidRecordError,
+    KafkaLogError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from kafkalog.log.append_info import LogAppendInfo
+from kafkalog.log.checksum_overlap import OVERLAP_MIN_BYTES, PendingChecksums
 from kafkalog.log.config import LogConfig
 from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
@@ -31,7 +33,13 @@ from kafkalog.log.producer_batches import (
 from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo
 from kafkalog.log.producer_state_manager import ProducerStateManager
 from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
-from kafkalog.log.validator import AppendOrigin, analyze, assign_offsets, check_record_values
+from kafkalog.log.validator import (
+    Analysis,
+    AppendOrigin,
+    analyze,
+    assign_offsets,
+    check_record_values,
+)
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
@@ -207,9 +215,29 @@ class WritePath:
     def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
         """Append replicated batches verbatim: offsets, epochs and timestamps are kept."""
         data = _as_buffer(records)
-        analysis = analyze(data, self.config, AppendOrigin.REPLICATION, check_sizes=False)
+        checks: PendingChecksums | None = None
+        if len(data) >= OVERLAP_MIN_BYTES:
+            try:
+                analysis = analyze(
+                    data, self.config, AppendOrigin.REPLICATION, check_sizes=False, verify_crc=False
+                )
+                checks = PendingChecksums(analysis.batches)
+            except KafkaLogError:
+                checks = None  # the in-line pass below words the error the CRC check would
+        if checks is None:
+            analysis = analyze(data, self.config, AppendOrigin.REPLICATION, check_sizes=False)
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
+        try:
+            return self._append_replicated(data, analysis, checks)
+        except BaseException:
+            if checks is not None:
+                checks.wait()  # a corrupt batch outranks whatever failed after it
+            raise
+
+    def _append_replicated(
+        self, data: Buffer, analysis: Analysis, checks: PendingChecksums | None
+    ) -> LogAppendInfo:
         with self._lock:
             self._check_open()
             first = analysis.first_offset
@@ -238,6 +266,7 @@ class WritePath:
                 analysis.max_timestamp,
                 analysis.shallow_offset_of_max_timestamp,
                 epochs,
+                None if checks is None else checks.wait,
             )
             return LogAppendInfo(
                 analysis.first_offset,
@@ -332,16 +361,21 @@ class WritePath:
         max_ts: int,
         shallow: int,
         epochs: list[tuple[int, int]],
+        verify: Callable[[], None] | None = None,
     ) -> BatchMetadata | None:
         """Under the lock: roll if needed, check producer state, write, advance the offsets,
         apply producer updates, flush by policy. ``batches`` are the written batches with
-        producer ids (others may be left out). Returns the original batch of a duplicate."""
+        producer ids (others may be left out). Returns the original batch of a duplicate.
+
+        ``verify`` (checksums still being computed) must pass before anything changes: it is
+        awaited before a roll, and otherwise runs while the bytes are written.
+        """
         self._check_segment_size(len(data))
-        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset)
+        segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset, verify)
         updates, completed, duplicate = self._producer_updates(batches, segment, origin)
         if duplicate is not None:
             return duplicate
-        segment.append(last_offset, max_ts, shallow, data)
+        segment.append(last_offset, max_ts, shallow, data, verify)
         for epoch, start in epochs:
             if epoch >= 0:
                 self.leader_epoch_cache.assign(epoch, start)
@@ -418,9 +452,7 @@ class WritePath:
             duplicate=True,
         )
 
-    def _maybe_roll(
-        self, size: int, max_ts: int, last_offset: int, roll_offset: int | None
-    ) -> LogSegment:
+    def _roll_due(self, size: int, max_ts: int, last_offset: int) -> bool:
         seg = self._active()
         now = self.clock.milliseconds()
         facts = SegmentFacts(
@@ -434,8 +466,20 @@ class WritePath:
         params = RollParams(
             self.config.segment_bytes, self.config.max_segment_ms, size, last_offset
         )
-        if should_roll(facts, params) is None:
-            return seg
+        return should_roll(facts, params) is not None
+
+    def _maybe_roll(
+        self,
+        size: int,
+        max_ts: int,
+        last_offset: int,
+        roll_offset: int | None,
+        before_roll: Callable[[], None] | None = None,
+    ) -> LogSegment:
+        if not self._roll_due(size, max_ts, last_offset):
+            return self._active()
+        if before_roll is not None:
+            before_roll()
         if roll_offset is None:
             roll_offset = last_offset - 2**31 + 1
         return self.roll(new_segment_base(roll_offset, self.log_end_offset))

@@ -195,6 +195,23 @@ class BatchScanner:
             yield batch
 
 
+def batch_extent(buffer: Buffer, pos: int, stop: int) -> tuple[int, int] | None:
+    """(size, last offset) of the complete batch at ``pos``, headers only and unverified; None
+    at a partial or malformed batch, where Kafka's file iterator stops. One step of
+    ``iter_positions``, without a generator, for the offset search every fetch makes."""
+    if stop - pos < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    offset, size, _, magic = _PREFIX.unpack_from(buffer, pos)
+    total = size + LOG_OVERHEAD
+    if size < MIN_ENTRY_SIZE or pos + total > stop or magic > 2 or magic < 0:
+        return None
+    if magic != 2:
+        return total, offset
+    if total < RECORD_BATCH_OVERHEAD:
+        return None
+    return total, offset + _LAST_OFFSET_DELTA.unpack_from(buffer, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+
+
 def iter_positions(
     buffer: Buffer, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, int, int]]:
@@ -206,20 +223,9 @@ def iter_positions(
     view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
     stop = len(view) if end is None else min(end, len(view))
     pos = start
-    prefix = _PREFIX.unpack_from
-    delta = _LAST_OFFSET_DELTA.unpack_from
-    while stop - pos >= HEADER_SIZE_UP_TO_MAGIC:
-        offset, size, _, magic = prefix(view, pos)
-        total = size + LOG_OVERHEAD
-        if size < MIN_ENTRY_SIZE or pos + total > stop or magic > 2 or magic < 0:
-            return
-        if magic == 2:
-            if total < RECORD_BATCH_OVERHEAD:
-                return
-            yield pos, total, offset + delta(view, pos + LAST_OFFSET_DELTA_OFFSET)[0]
-        else:
-            yield pos, total, offset
-        pos += total
+    while (found := batch_extent(view, pos, stop)) is not None:
+        yield pos, found[0], found[1]
+        pos += found[0]
 
 
 def scan(buffer: Buffer, **options: object) -> BatchScanner:

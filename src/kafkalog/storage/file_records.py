@@ -13,15 +13,15 @@ import contextlib
 import mmap
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kafkalog.errors import CorruptRecordError, KafkaLogError, LogClosedError
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords
-from kafkalog.records.scanner import iter_positions
+from kafkalog.records.scanner import batch_extent
 from kafkalog.types import INT32_MAX
 
 if TYPE_CHECKING:
@@ -120,21 +120,51 @@ class FileRecords:
             raise LogClosedError(f"{self.path} is closed")
         return self._fd
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        verify: Callable[[], None] | None = None,
+    ) -> int:
+        """Write ``data`` at the logical end and advance it.
+
+        ``verify``, if given, runs after the write and before the end advances: readers never
+        see the bytes until it returns, and if it raises, the write is undone and the error
+        propagates (a follower's checksums computed while the bytes are copied).
+        """
         fd = self._check_open()
         view = memoryview(data).cast("B")
         if self._size + len(view) > INT32_MAX:
             raise KafkaLogError(
                 f"appending {len(view)} bytes would make {self.path} larger than {INT32_MAX} bytes"
             )
-        position = self._size
-        while view:
-            written = os.pwrite(fd, view, position)
-            position += written
-            view = view[written:]
-        appended = position - self._size
+        start = self._size
+        physical = os.fstat(fd).st_size if verify is not None else 0
+        position = start
+        try:
+            while view:
+                written = os.pwrite(fd, view, position)
+                position += written
+                view = view[written:]
+            if verify is not None:
+                verify()
+        except BaseException:
+            if verify is not None:
+                self._undo_write(fd, start, position, physical)
+            raise
         self._size = position
-        return appended
+        return position - start
+
+    def _undo_write(self, fd: int, start: int, end: int, physical: int) -> None:
+        """Put back what ``[start, end)`` held: nothing past the old length, zeros inside a
+        preallocated file (what recovery expects to find after the last batch)."""
+        if physical <= start:
+            os.ftruncate(fd, start)
+            return
+        zeros = bytes(min(end, physical) - start)
+        if zeros:
+            os.pwrite(fd, zeros, start)
+        if end > physical:
+            os.ftruncate(fd, physical)
 
     def read(self, position: int, size: int) -> bytes:
         """Bytes ``[position, position + size)``, clipped to the logical end."""
@@ -240,14 +270,15 @@ class FileRecords:
         mapping = self._mapping(stop)
         if mapping is None:
             return None
-        view = memoryview(mapping)
-        try:
-            for position, size, last in iter_positions(view, start_position, stop):
-                if last >= target:
-                    return BatchPosition(last, position, size)
-            return None
-        finally:
-            view.release()
+        # struct reads the mapping directly: no view, no generator on the path of every fetch
+        position = start_position
+        buffer = cast("bytes", mapping)  # any buffer does; the records layer does not name mmap
+        while (found := batch_extent(buffer, position, stop)) is not None:
+            size, last = found
+            if last >= target:
+                return BatchPosition(last, position, size)
+            position += size
+        return None
 
     def search_for_timestamp(
         self, target: int, start_position: int, starting_offset: int

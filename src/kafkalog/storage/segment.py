@@ -8,6 +8,7 @@ and parsing batches itself (the one scanner does, through FileRecords).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,8 +212,12 @@ class LogSegment:
         largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
+        verify: Callable[[], None] | None = None,
     ) -> None:
-        """Append a chunk of complete batches and maintain the indexes (spec §4, §3.1)."""
+        """Append a chunk of complete batches and maintain the indexes (spec §4, §3.1).
+
+        ``verify`` is passed to ``FileRecords.append``: nothing changes here if it raises.
+        """
         size = len(records)
         if size == 0:
             return
@@ -220,7 +225,7 @@ class LogSegment:
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
-        self.log.append(records)
+        self.log.append(records, verify)
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_ts_so_far = TimestampOffset(
                 largest_timestamp, shallow_offset_of_max_timestamp
