@@ -10,7 +10,8 @@ setup(
     ext_modules=[
         Extension(
             "kafkalog.records._fastcodec",
-            ["src/kafkalog/records/_fastcodec.c"],
+            ["src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_compact.c"],
+            depends=["src/kafkalog/records/_fastcodec.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )

@@ -23,7 +23,9 @@ from kafkalog.clock import Clock
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log.log import Log
 from kafkalog.log.swap import LastRecord
+from kafkalog.records.batch import RecordBatch
 from kafkalog.records.columnar import batch_keys
+from kafkalog.records.fastcompact import map_batch
 from kafkalog.records.filter import RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
 from kafkalog.storage.segment import LogSegment
@@ -149,6 +151,7 @@ class Cleaner:
         stats: CleanerStats,
     ) -> bool:
         offset_map = self.offset_map
+        compiled = offset_map.compiled
         capacity = offset_map.usable_capacity
         position = seg.offset_index.lookup(start).position
         size = seg.size
@@ -159,6 +162,12 @@ class Cleaner:
             for batch in scanner:
                 if batch.is_control:
                     txns.on_control_batch_read(batch)
+                elif compiled is not None and isinstance(batch, RecordBatch):
+                    if not txns.on_batch_read(batch):
+                        read, full = map_batch(compiled, batch, start)
+                        stats.map_messages_read += read
+                        if full:
+                            return True
                 elif not txns.on_batch_read(batch):
                     for key, offset in batch_keys(batch):
                         if key is not None and offset >= start:

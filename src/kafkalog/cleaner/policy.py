@@ -19,6 +19,7 @@ from kafkalog.log.swap import LastRecord
 from kafkalog.records import Record
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key
+from kafkalog.records.fastcompact import RetainedRecords, filter_records
 from kafkalog.records.filter import BatchRetention, BatchRetentionResult
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
@@ -148,6 +149,23 @@ class LogCleanerFilter:
         else:
             retention = BatchRetention.DELETE_EMPTY
         return BatchRetentionResult(retention, can_discard and is_control)
+
+    def retain_records_in_bulk(self, batch: RecordBatch) -> RetainedRecords | None:
+        """``should_retain_record`` over the whole batch in the compiled loop, when the map is
+        the compiled one; None (ask per record) otherwise, and for control batches and
+        discarded transactional data, which stay on the reference path."""
+        compiled = self.offset_map.compiled
+        if compiled is None or batch.is_control or self._discard_batch_records:
+            return None
+        horizon = batch.delete_horizon_ms
+        retained = filter_records(
+            compiled,
+            batch,
+            keep_tombstones=horizon is None or self.current_time < horizon,
+            new_horizon=self.current_time + self.delete_retention_ms,
+        )
+        self.counters.invalid_messages += retained.invalid
+        return retained
 
     def should_retain_record(self, batch: AnyBatch, record: Record) -> bool:
         if self._discard_batch_records:

@@ -12,98 +12,10 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *CorruptRecords; /* (message, position) -> CorruptRecordError in Python */
+#include "_fastcodec.h"
 
-/* ---- growable buffers ------------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
-}
-
-static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
-static inline int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
-static inline int buf_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
-
-/* Arrow binary offsets are int32: a column past 2 GiB must be read in smaller pieces. */
-static inline int buf_offset(Buf *offsets, Py_ssize_t data_len) {
-    if (data_len > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "an Arrow binary column would exceed 2 GiB");
-        return -1;
-    }
-    return buf_i32(offsets, (int32_t)data_len);
-}
-
-static void buf_free(Buf *b) {
-    PyMem_Free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-/* ---- varints, with the reference's limits ------------------------------------------------ */
-
-static void corrupt(const char *message, Py_ssize_t position) {
-    PyObject *args = Py_BuildValue("(sn)", message, position);
-    if (args) {
-        PyErr_SetObject(CorruptRecords, args);
-        Py_DECREF(args);
-    }
-}
-
-/* An unsigned varint of at most max_bytes; -1 (exception set) when it runs past end or on. */
-static inline int read_uvarint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int max_bytes,
-                               uint64_t *out) {
-    uint64_t result = 0;
-    Py_ssize_t p = *pos;
-    for (int i = 0; i < max_bytes; i++) {
-        if (p + i >= end) {
-            corrupt("varint runs past the end of the buffer", p);
-            return -1;
-        }
-        uint8_t b = d[p + i];
-        if (i < 10) result |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (b < 0x80) {
-            *out = result;
-            *pos = p + i + 1;
-            return 0;
-        }
-    }
-    corrupt(max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes", p);
-    return -1;
-}
-
-static inline int read_varint32(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int32_t *out) {
-    uint64_t u;
-    if (read_uvarint(d, end, pos, 5, &u) < 0) return -1;
-    uint32_t v = (uint32_t)u;
-    *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
-    return 0;
-}
-
-static inline int read_varint64(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out) {
-    uint64_t u;
-    if (read_uvarint(d, end, pos, 10, &u) < 0) return -1;
-    *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
-    return 0;
-}
+PyObject *CorruptRecords;
+PyObject *InvalidRecords;
 
 /* ---- ColumnBuilder: records -> Arrow buffers ---------------------------------------------- */
 
@@ -156,47 +68,23 @@ static void ColumnBuilder_dealloc(ColumnBuilder *self) {
 }
 
 /* The headers of one record, from the byte after its value; the reference's checks. */
-static int decode_headers(ColumnBuilder *self, const uint8_t *d, Py_ssize_t *pos,
-                          Py_ssize_t rec_end, Py_ssize_t start, int store) {
-    int32_t count;
-    if (read_varint32(d, rec_end, pos, &count) < 0) return -1;
-    if (count < 0 || count > rec_end - *pos) {
-        corrupt("record has an invalid header count", start);
-        return -1;
-    }
-    for (int32_t h = 0; h < count; h++) {
+/* Copy the headers of a record parse_record has already checked into the header columns. */
+static int store_headers(ColumnBuilder *self, const uint8_t *d, const RecordSpan *r) {
+    Py_ssize_t pos = r->headers_pos;
+    for (int32_t h = 0; h < r->header_count; h++) {
         int32_t n;
-        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
-        if (n < 0 || *pos + n > rec_end) {
-            corrupt("record has an invalid header key length", start);
+        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (buf_put(&self->b[C_HKDATA], d + pos, n) ||
+            buf_offset(&self->b[C_HKOFF], self->b[C_HKDATA].len))
             return -1;
-        }
-        PyObject *check = PyUnicode_DecodeUTF8((const char *)d + *pos, n, "strict");
-        if (!check) {
-            PyErr_Clear();
-            corrupt("record has a header key that is not UTF-8", start);
+        pos += n;
+        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if ((n >= 0 && buf_put(&self->b[C_HVDATA], d + pos, n)) ||
+            buf_offset(&self->b[C_HVOFF], self->b[C_HVDATA].len) ||
+            buf_u8(&self->b[C_HVVALID], n >= 0))
             return -1;
-        }
-        Py_DECREF(check);
-        if (store) {
-            if (buf_put(&self->b[C_HKDATA], d + *pos, n) ||
-                buf_offset(&self->b[C_HKOFF], self->b[C_HKDATA].len))
-                return -1;
-        }
-        *pos += n;
-        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
-        if (n < -1 || (n >= 0 && *pos + n > rec_end)) {
-            corrupt("record has an invalid header value length", start);
-            return -1;
-        }
-        if (store) {
-            if ((n >= 0 && buf_put(&self->b[C_HVDATA], d + *pos, n)) ||
-                buf_offset(&self->b[C_HVOFF], self->b[C_HVDATA].len) ||
-                buf_u8(&self->b[C_HVVALID], n >= 0))
-                return -1;
-            self->headers++;
-        }
-        if (n > 0) *pos += n;
+        self->headers++;
+        if (n > 0) pos += n;
     }
     return 0;
 }
@@ -219,48 +107,22 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
     int64_t saved_min = self->min_ts, saved_max = self->max_ts, saved_all = self->max_all_ts;
     int saved_sequential = self->sequential;
     const uint8_t *d = view.buf;
-    Py_ssize_t end = view.len, pos = 0, start = 0;
+    Py_ssize_t end = view.len, pos = 0;
     if (count < 0) {
         corrupt("negative record count", 0);
         goto fail;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        start = pos;
-        int32_t length, od, kn, vn;
-        int64_t tsd;
-        if (read_varint32(d, end, &pos, &length) < 0) goto fail;
-        Py_ssize_t rec_end = pos + length;
-        if (length < 6 || rec_end > end) {
-            corrupt("record declares an invalid length", start);
-            goto fail;
-        }
-        pos += 1; /* attributes: unused */
-        if (read_varint64(d, end, &pos, &tsd) < 0 || read_varint32(d, end, &pos, &od) < 0 ||
-            read_varint32(d, end, &pos, &kn) < 0)
-            goto fail;
-        if (kn < -1) { corrupt("record has an invalid key length", start); goto fail; }
-        Py_ssize_t kpos = pos;
-        if (kn > 0) pos += kn;
-        if (pos > rec_end) { corrupt("record fields run past its length", start); goto fail; }
-        if (read_varint32(d, end, &pos, &vn) < 0) goto fail;
-        if (vn < -1) { corrupt("record has an invalid value length", start); goto fail; }
-        Py_ssize_t vpos = pos;
-        if (vn > 0) pos += vn;
-        if (pos >= end) { corrupt("record runs past the end of the batch", pos); goto fail; }
-        if (pos >= rec_end) { corrupt("record fields run past its length", start); goto fail; }
+        RecordSpan r;
+        if (parse_record(d, end, &pos, &r) < 0) goto fail;
+        int64_t tsd = r.ts_delta;
+        int32_t od = r.offset_delta, kn = r.key_len, vn = r.value_len;
+        Py_ssize_t start = r.start, kpos = r.key_pos, vpos = r.value_pos;
         int64_t offset = base_offset + od;
         int keep = offset >= lo && offset < hi;
         Py_ssize_t hstart = self->headers;
-        if (d[pos] == 0) {
-            pos += 1;
-        } else if (decode_headers(self, d, &pos, rec_end, start,
-                                  keep && self->with_headers) < 0) {
+        if (keep && self->with_headers && r.header_count > 0 && store_headers(self, d, &r) < 0)
             goto fail;
-        }
-        if (pos != rec_end) {
-            corrupt("record declares a length its fields do not take", start);
-            goto fail;
-        }
         if (!keep) continue;
         int64_t ts;
         if (has_lat) {
@@ -471,22 +333,6 @@ static inline const char *bincol_get(const BinCol *c, Py_ssize_t i, Py_ssize_t *
     return (const char *)c->data.buf + o[c->off + i];
 }
 
-static inline int uvarint_size(uint64_t u) {
-    int n = 1;
-    while (u >= 0x80) { u >>= 7; n++; }
-    return n;
-}
-
-static inline uint64_t zz32(int64_t v) { return (uint32_t)(((int32_t)v << 1) ^ ((int32_t)v >> 31)); }
-static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-
-static inline char *put_uvarint(char *p, uint64_t u) {
-    while (u >= 0x80) { *p++ = (char)((u & 0x7F) | 0x80); u >>= 7; }
-    *p++ = (char)u;
-    return p;
-}
-
-static PyObject *InvalidRecords;
 
 /* encode(row_start, row_end, max_bytes, keys, values, timestamps, headers)
  *   -> (records_region, rows_taken, base_timestamp, max_timestamp)
@@ -614,30 +460,6 @@ done:
     return result;
 }
 
-/* Kafka's Utils.murmur2 (seed 0x9747b28c), the default partitioner's hash. */
-static uint32_t murmur2(const uint8_t *d, Py_ssize_t n) {
-    const uint32_t m = 0x5bd1e995;
-    uint32_t h = 0x9747b28c ^ (uint32_t)n;
-    Py_ssize_t end = n - n % 4;
-    for (Py_ssize_t i = 0; i < end; i += 4) {
-        uint32_t k = (uint32_t)d[i] | (uint32_t)d[i + 1] << 8 | (uint32_t)d[i + 2] << 16 |
-                     (uint32_t)d[i + 3] << 24;
-        k *= m;
-        k ^= k >> 24;
-        k *= m;
-        h = h * m ^ k;
-    }
-    switch (n % 4) {
-    case 3: h ^= (uint32_t)d[end + 2] << 16; /* fall through */
-    case 2: h ^= (uint32_t)d[end + 1] << 8; /* fall through */
-    case 1: h ^= d[end]; h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return h;
-}
-
 /* partitions_for_keys(keys, rows, partitions) -> int32 buffer: toPositive(murmur2(key)) %
  * partitions per row, -1 for a null key (the caller places those). */
 static PyObject *partitions_for_keys(PyObject *Py_UNUSED(module), PyObject *args) {
@@ -691,7 +513,8 @@ PyMODINIT_FUNC PyInit__fastcodec(void) {
     if (!CorruptRecords || !InvalidRecords ||
         PyModule_AddObjectRef(m, "CorruptRecords", CorruptRecords) < 0 ||
         PyModule_AddObjectRef(m, "InvalidRecords", InvalidRecords) < 0 ||
-        PyModule_AddObjectRef(m, "ColumnBuilder", (PyObject *)&ColumnBuilderType) < 0) {
+        PyModule_AddObjectRef(m, "ColumnBuilder", (PyObject *)&ColumnBuilderType) < 0 ||
+        compact_register(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -84,13 +84,14 @@ class RecordBatchBuilder:
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
         self._parts: list[bytes] = []
+        self._count = 0
         self._base_timestamp: int | None = delete_horizon_ms
         self._max_timestamp = NO_TIMESTAMP
         self._last_offset_delta = -1
         self._size = 0
 
     def __len__(self) -> int:
-        return len(self._parts)
+        return self._count
 
     @property
     def estimated_size(self) -> int:
@@ -126,9 +127,24 @@ class RecordBatchBuilder:
         self._base_timestamp = base
         self._max_timestamp = max(self._max_timestamp, ts)
         self._parts.append(encoded)
+        self._count += 1
         self._size += len(encoded)
         self._last_offset_delta = delta
         return self.base_offset + delta
+
+    def add_encoded(
+        self, records: bytes, count: int, base_timestamp: int, max_timestamp: int, last_delta: int
+    ) -> None:
+        """Take ``count`` records already encoded against this builder's base offset and
+        ``base_timestamp`` (the compiled cleaner's rebuild), into an empty builder."""
+        if self._count:
+            raise InvalidRecordError("encoded records go into an empty builder only")
+        self._parts = [records]
+        self._count = count
+        self._size = len(records)
+        self._base_timestamp = base_timestamp
+        self._max_timestamp = max_timestamp
+        self._last_offset_delta = last_delta
 
     def append_record(self, record: Record, offset: int | None = None) -> int:
         return self.append(record.value, record.key, record.headers, record.timestamp, offset)
@@ -192,7 +208,7 @@ class RecordBatchBuilder:
             self.producer_id,
             self.producer_epoch,
             self.base_sequence,
-            len(self._parts),
+            self._count,
             payload,
         )
 

@@ -17,6 +17,7 @@ from typing import Protocol
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.builder import RecordBatchBuilder, build_empty_batch
+from kafkalog.records.fastcompact import RetainedRecords
 from kafkalog.records.legacy import build_legacy
 from kafkalog.records.record import Record
 from kafkalog.records.scanner import AnyBatch, BatchScanner, Buffer
@@ -36,7 +37,12 @@ class BatchRetentionResult:
 
 
 class RecordFilter(Protocol):
-    """What survives: asked once per batch, then once per record of a batch not deleted."""
+    """What survives: asked once per batch, then once per record of a batch not deleted.
+
+    A filter may also offer ``retain_records_in_bulk(batch) -> RetainedRecords | None``: the
+    records of a v2 batch decided and re-encoded at once (the compiled cleaner); None means
+    "ask me per record".
+    """
 
     current_time: int
     delete_retention_ms: int
@@ -88,6 +94,16 @@ def filter_batch(batch: AnyBatch, record_filter: RecordFilter, result: FilterRes
     result.bytes_read += batch.size_in_bytes
     if verdict.retention is BatchRetention.DELETE:
         return
+    bulk = getattr(record_filter, "retain_records_in_bulk", None)
+    if bulk is not None and isinstance(batch, RecordBatch):
+        try:
+            retained = bulk(batch)
+        except InvalidRecordError:
+            _v2_builder(batch, None)  # the reference builds first: its complaint comes first
+            raise
+        if retained is not None:
+            _emit_retained(batch, verdict, retained, result)
+            return
     records = batch.records()
     result.messages_read += len(records)
     kept = [r for r in records if record_filter.should_retain_record(batch, r)]
@@ -112,23 +128,56 @@ def filter_batch(batch: AnyBatch, record_filter: RecordFilter, result: FilterRes
         result.batches_rewritten += 1
         _emit(result, data, None)
     elif verdict.retention is BatchRetention.RETAIN_EMPTY:
-        if not isinstance(batch, RecordBatch):
-            raise InvalidRecordError("only v2 batches can be kept empty")
-        h = batch.header
-        data = build_empty_batch(
-            base_offset=h.base_offset,
-            last_offset_delta=h.last_offset_delta,
-            max_timestamp=h.max_timestamp,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            timestamp_type=h.timestamp_type,
-            is_transactional=h.is_transactional,
-            is_control=h.is_control,
-            partition_leader_epoch=h.partition_leader_epoch,
-        )
-        result.batches_rewritten += 1
-        _emit(result, data, None)
+        _emit_empty(batch, result)
+
+
+def _emit_retained(
+    batch: RecordBatch,
+    verdict: BatchRetentionResult,
+    retained: RetainedRecords,
+    result: FilterResult,
+) -> None:
+    """``filter_batch``'s ending for records decided in bulk: the same bytes, without Records."""
+    result.messages_read += retained.read
+    result.messages_retained += retained.kept
+    if not retained.kept:
+        if verdict.retention is BatchRetention.RETAIN_EMPTY:
+            _emit_empty(batch, result)
+        return
+    if retained.region is None:
+        _emit(result, bytes(batch.buffer), batch)
+        return
+    builder = _v2_builder(batch, retained.delete_horizon)
+    builder.add_encoded(
+        retained.region,
+        retained.kept,
+        retained.base_timestamp,
+        retained.max_timestamp,
+        retained.last_kept_delta,
+    )
+    builder.override_last_offset(batch.header.last_offset)
+    result.batches_rewritten += 1
+    _emit(result, builder.build(), None)
+
+
+def _emit_empty(batch: AnyBatch, result: FilterResult) -> None:
+    if not isinstance(batch, RecordBatch):
+        raise InvalidRecordError("only v2 batches can be kept empty")
+    h = batch.header
+    data = build_empty_batch(
+        base_offset=h.base_offset,
+        last_offset_delta=h.last_offset_delta,
+        max_timestamp=h.max_timestamp,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        timestamp_type=h.timestamp_type,
+        is_transactional=h.is_transactional,
+        is_control=h.is_control,
+        partition_leader_epoch=h.partition_leader_epoch,
+    )
+    result.batches_rewritten += 1
+    _emit(result, data, None)
 
 
 def _emit(result: FilterResult, data: bytes, original: AnyBatch | None) -> None:
@@ -141,10 +190,11 @@ def _emit(result: FilterResult, data: bytes, original: AnyBatch | None) -> None:
     result.output += data
 
 
-def _rebuild_v2(batch: RecordBatch, kept: list[Record], horizon: int | None) -> bytes:
+def _v2_builder(batch: RecordBatch, horizon: int | None) -> RecordBatchBuilder:
+    """An empty builder with ``batch``'s header fields, as Kafka's cleaner rebuilds a batch."""
     h = batch.header
     log_append = h.timestamp_type is TimestampType.LOG_APPEND_TIME
-    builder = RecordBatchBuilder(
+    return RecordBatchBuilder(
         compression=h.compression,
         timestamp_type=h.timestamp_type,
         base_offset=h.base_offset,
@@ -157,9 +207,13 @@ def _rebuild_v2(batch: RecordBatch, kept: list[Record], horizon: int | None) -> 
         log_append_time=h.max_timestamp if log_append else None,
         delete_horizon_ms=horizon,
     )
+
+
+def _rebuild_v2(batch: RecordBatch, kept: list[Record], horizon: int | None) -> bytes:
+    builder = _v2_builder(batch, horizon)
     for record in kept:
         builder.append_record(record, record.offset)
-    builder.override_last_offset(h.last_offset)
+    builder.override_last_offset(batch.header.last_offset)
     return builder.build()
 
 

@@ -1,0 +1,237 @@
+/* Shared by the compiled record loops (_fastcodec.c, _compact.c): growable buffers, varints
+ * with the pure-Python reference's limits, and Kafka's murmur2. Header-only, all static inline.
+ */
+#ifndef KAFKALOG_FASTCODEC_H
+#define KAFKALOG_FASTCODEC_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* (message, position) -> CorruptRecordError in Python; (message,) -> InvalidRecordError */
+extern PyObject *CorruptRecords;
+extern PyObject *InvalidRecords;
+
+/* ---- growable buffers ------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = PyMem_Realloc(b->p, (size_t)cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->p + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
+static inline int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
+static inline int buf_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
+
+/* Arrow binary offsets are int32: a column past 2 GiB must be read in smaller pieces. */
+static inline int buf_offset(Buf *offsets, Py_ssize_t data_len) {
+    if (data_len > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an Arrow binary column would exceed 2 GiB");
+        return -1;
+    }
+    return buf_i32(offsets, (int32_t)data_len);
+}
+
+static inline void buf_free(Buf *b) {
+    PyMem_Free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- varints, with the reference's limits ------------------------------------------------ */
+
+static inline void corrupt(const char *message, Py_ssize_t position) {
+    PyObject *args = Py_BuildValue("(sn)", message, position);
+    if (args) {
+        PyErr_SetObject(CorruptRecords, args);
+        Py_DECREF(args);
+    }
+}
+
+/* An unsigned varint of at most max_bytes; -1 (exception set) when it runs past end or on. */
+static inline int read_uvarint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int max_bytes,
+                               uint64_t *out) {
+    uint64_t result = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p + i >= end) {
+            corrupt("varint runs past the end of the buffer", p);
+            return -1;
+        }
+        uint8_t b = d[p + i];
+        if (i < 10) result |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *out = result;
+            *pos = p + i + 1;
+            return 0;
+        }
+    }
+    corrupt(max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes", p);
+    return -1;
+}
+
+static inline int read_varint32(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int32_t *out) {
+    uint64_t u;
+    if (read_uvarint(d, end, pos, 5, &u) < 0) return -1;
+    uint32_t v = (uint32_t)u;
+    *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
+    return 0;
+}
+
+static inline int read_varint64(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out) {
+    uint64_t u;
+    if (read_uvarint(d, end, pos, 10, &u) < 0) return -1;
+    *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
+    return 0;
+}
+
+static inline int uvarint_size(uint64_t u) {
+    int n = 1;
+    while (u >= 0x80) { u >>= 7; n++; }
+    return n;
+}
+
+static inline uint64_t zz32(int64_t v) { return (uint32_t)(((int32_t)v << 1) ^ ((int32_t)v >> 31)); }
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+static inline char *put_uvarint(char *p, uint64_t u) {
+    while (u >= 0x80) { *p++ = (char)((u & 0x7F) | 0x80); u >>= 7; }
+    *p++ = (char)u;
+    return p;
+}
+
+/* Kafka's Utils.murmur2 (seed 0x9747b28c), the default partitioner's hash. */
+static inline uint32_t murmur2(const uint8_t *d, Py_ssize_t n) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ (uint32_t)n;
+    Py_ssize_t end = n - n % 4;
+    for (Py_ssize_t i = 0; i < end; i += 4) {
+        uint32_t k = (uint32_t)d[i] | (uint32_t)d[i + 1] << 8 | (uint32_t)d[i + 2] << 16 |
+                     (uint32_t)d[i + 3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h = h * m ^ k;
+    }
+    switch (n % 4) {
+    case 3: h ^= (uint32_t)d[end + 2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)d[end + 1] << 8; /* fall through */
+    case 1: h ^= d[end]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* ---- one record of a v2 records region (spec 1.4) ------------------------------------------ */
+
+typedef struct {
+    Py_ssize_t start, end;   /* [start, end): the record, its length varint included */
+    int64_t ts_delta;
+    int32_t offset_delta, key_len, value_len, header_count;
+    Py_ssize_t key_pos, value_pos, headers_pos; /* headers_pos: after the header count */
+} RecordSpan;
+
+/* Walk the headers from their count at *pos (*first: the first header): lengths in bounds, keys UTF-8 (the reference
+ * decodes them to str). */
+static inline int check_headers(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t rec_end,
+                                Py_ssize_t start, int32_t *count_out, Py_ssize_t *first) {
+    int32_t count;
+    if (read_varint32(d, rec_end, pos, &count) < 0) return -1;
+    if (count < 0 || count > rec_end - *pos) {
+        corrupt("record has an invalid header count", start);
+        return -1;
+    }
+    *first = *pos;
+    for (int32_t h = 0; h < count; h++) {
+        int32_t n;
+        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
+        if (n < 0 || *pos + n > rec_end) {
+            corrupt("record has an invalid header key length", start);
+            return -1;
+        }
+        PyObject *check = PyUnicode_DecodeUTF8((const char *)d + *pos, n, "strict");
+        if (!check) {
+            PyErr_Clear();
+            corrupt("record has a header key that is not UTF-8", start);
+            return -1;
+        }
+        Py_DECREF(check);
+        *pos += n;
+        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
+        if (n < -1 || (n >= 0 && *pos + n > rec_end)) {
+            corrupt("record has an invalid header value length", start);
+            return -1;
+        }
+        if (n > 0) *pos += n;
+    }
+    *count_out = count;
+    return 0;
+}
+
+/* Parse the record at *pos of d[0:end] with the reference's checks, in its order; on success
+ * *pos is the next record. Headers are checked, not copied (their bytes start at headers_pos). */
+static inline int parse_record(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, RecordSpan *r) {
+    Py_ssize_t start = *pos, p = start;
+    int32_t length;
+    r->start = start;
+    if (read_varint32(d, end, &p, &length) < 0) return -1;
+    Py_ssize_t rec_end = p + length;
+    if (length < 6 || rec_end > end) {
+        corrupt("record declares an invalid length", start);
+        return -1;
+    }
+    p += 1; /* attributes: unused */
+    if (read_varint64(d, end, &p, &r->ts_delta) < 0 ||
+        read_varint32(d, end, &p, &r->offset_delta) < 0 ||
+        read_varint32(d, end, &p, &r->key_len) < 0)
+        return -1;
+    if (r->key_len < -1) { corrupt("record has an invalid key length", start); return -1; }
+    r->key_pos = p;
+    if (r->key_len > 0) p += r->key_len;
+    if (p > rec_end) { corrupt("record fields run past its length", start); return -1; }
+    if (read_varint32(d, end, &p, &r->value_len) < 0) return -1;
+    if (r->value_len < -1) { corrupt("record has an invalid value length", start); return -1; }
+    r->value_pos = p;
+    if (r->value_len > 0) p += r->value_len;
+    if (p >= end) { corrupt("record runs past the end of the batch", p); return -1; }
+    if (p >= rec_end) { corrupt("record fields run past its length", start); return -1; }
+    if (d[p] == 0) {
+        p += 1;
+        r->header_count = 0;
+        r->headers_pos = p;
+    } else if (check_headers(d, &p, rec_end, start, &r->header_count, &r->headers_pos) < 0) {
+        return -1;
+    }
+    if (p != rec_end) {
+        corrupt("record declares a length its fields do not take", start);
+        return -1;
+    }
+    r->end = rec_end;
+    *pos = rec_end;
+    return 0;
+}
+
+/* Registers the cleaner's compiled pieces (_compact.c) on the module. */
+int compact_register(PyObject *module);
+
+#endif

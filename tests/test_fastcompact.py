@@ -1,0 +1,181 @@
+"""The compiled cleaner (KeyOffsetMap: key scan and recopy filter) against the reference.
+
+Every property cleans copies of one log directory twice, once per codec, and wants the same
+files byte for byte, the same stats, or the same error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog import Log, LogConfig, ManualClock, MemoryRecords, Record
+from kafkalog.cleaner import CleanerConfig, LogCleaner
+from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
+from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.types import CompressionType, TimestampType, TopicPartition
+from test_fastpath import COMPILED, both
+
+NOW = 1_700_000_000_000
+RETENTION = 1_000
+TP = TopicPartition("t", 0)
+needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
+
+records = st.lists(
+    st.builds(
+        Record,
+        st.one_of(st.none(), st.binary(max_size=6)),  # None: a tombstone
+        st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"", b"dd"])),  # None: invalid
+        st.one_of(st.just(()), st.just((("h", b"x"), ("\u00e9", None)))),
+        st.integers(NOW - 5, NOW + 5),
+    ),
+    min_size=1,
+    max_size=6,
+)
+# gzip is left out: its frames carry a time, so two rebuilds a second apart differ in bytes
+codecs = st.sampled_from(
+    [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD, CompressionType.SNAPPY]
+)
+batch_specs = st.lists(
+    st.tuples(records, codecs, st.booleans(), st.booleans()), min_size=1, max_size=8
+)
+
+
+Spec = tuple[list[Record], CompressionType, bool, bool]
+CONFIG = {
+    "cleanup.policy": "compact",
+    "delete.retention.ms": str(RETENTION),
+    "segment.bytes": "700",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+
+
+def append_specs(log: Log, specs: list[Spec]) -> None:
+    """Batches appended as a follower (headers kept as given): some LogAppendTime, some from an
+    idempotent producer whose sequence follows its offsets; then a roll, so all is cleanable."""
+    for recs, codec, log_append, idempotent in specs:
+        offset = log.log_end_offset
+        kw: dict[str, Any] = {"compression": codec, "base_offset": offset}
+        if log_append:
+            kw |= {"timestamp_type": TimestampType.LOG_APPEND_TIME, "log_append_time": NOW}
+        if idempotent:
+            kw |= {"producer_id": 7, "producer_epoch": 0, "base_sequence": offset}
+        log.append_as_follower(MemoryRecords.build(recs, **kw))
+    log.roll()
+
+
+def write_log(path: Path, specs: list[Spec]) -> None:
+    with Log.open(path, LogConfig.from_properties(CONFIG), ManualClock(NOW)) as log:
+        append_specs(log, specs)
+
+
+def clean_twice(
+    source: Path,
+    work: Path,
+    dedupe: int,
+    second: list[Spec] = (),  # type: ignore[assignment]
+) -> tuple[dict[str, bytes], list[Any]]:
+    """A cleaning round; then, past delete.retention.ms, ``second`` appended and another round
+    (which drops the tombstones the first stamped). The files and stats after."""
+    shutil.rmtree(work.parent, ignore_errors=True)  # the cleaner checkpoint lives there
+    shutil.copytree(source, work)
+    clock = ManualClock(NOW)
+    facts: list[Any] = []
+    with Log.open(work, LogConfig.from_properties(CONFIG), clock) as log:
+        cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=dedupe), lambda: {TP: log}, clock)
+        for wave in range(2):
+            if wave:
+                clock.advance(2 * RETENTION)
+                append_specs(log, second)
+            for result in cleaner.run_once():
+                s = result.stats
+                facts.append((result.end_offset, result.error))
+                if s is not None:
+                    facts.append(
+                        (s.messages_read, s.messages_written, s.bytes_written,
+                         s.map_messages_read, s.invalid_messages)
+                    )  # fmt: skip
+        log.flush()
+        files = {f.name: f.read_bytes() for f in sorted(work.glob("*.log"))}
+    return files, facts
+
+
+@needs_compiled
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch_specs, batch_specs, st.sampled_from([128 * 1024 * 1024, 24 * 4]))
+def test_a_compiled_round_writes_what_the_reference_writes(
+    tmp_path: Path, specs: list[Spec], second: list[Spec], dedupe: int
+) -> None:
+    """Tombstones stamped then dropped, keyless records counted, producers' last batches kept
+    empty, codecs and LogAppendTime kept, and (with a 3-key map) rounds ending early."""
+    source = tmp_path / "source" / "t-0"
+    shutil.rmtree(source.parent, ignore_errors=True)
+    write_log(source, specs)
+    ref, fast = both(lambda: clean_twice(source, tmp_path / "work" / "t-0", dedupe, second))
+    assert not isinstance(ref, Exception), ref
+    assert fast == ref
+
+
+def damaged_batch(recs: list[Record], position: int, value: int, base_offset: int) -> bytes:
+    """A batch whose records region is damaged under a valid CRC: a follower takes it, and the
+    damage first shows when the cleaner decodes it."""
+    out = bytearray(bytes(MemoryRecords.build(recs, base_offset=base_offset)))
+    region = len(out) - RECORD_BATCH_OVERHEAD
+    out[RECORD_BATCH_OVERHEAD + position % region] = value
+    rewrite_crc(out, 0)
+    return bytes(out)
+
+
+@needs_compiled
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records, st.integers(0, 200), st.integers(0, 255))
+def test_damaged_records_stop_both_cleaners_alike(
+    tmp_path: Path, recs: list[Record], position: int, value: int
+) -> None:
+    source = tmp_path / "source" / "t-0"
+    shutil.rmtree(source.parent, ignore_errors=True)
+    with Log.open(source, LogConfig.from_properties(CONFIG), ManualClock(NOW)) as log:
+        log.append_as_follower(MemoryRecords.build([Record(b"v", b"a", timestamp=NOW)]))
+        log.append_as_follower(damaged_batch(recs, position, value, 1))
+        log.roll()
+    ref, fast = both(lambda: clean_twice(source, tmp_path / "work" / "t-0", 1 << 20))
+    assert fast[0] == ref[0]  # nothing was replaced by either
+    # the same typed error from both (the compiled loop words record damage more briefly)
+    errors = [[f[1] for f in facts if len(f) == 2 and f[1]] for facts in (ref[1], fast[1])]
+    assert len(errors[0]) == len(errors[1])
+    for r, f in zip(*errors, strict=True):
+        assert r.split(":")[0] == f.split(":")[0]
+        if r.startswith("CorruptRecordError: batch records are invalid"):
+            assert f.startswith("CorruptRecordError: batch records are invalid")
+
+
+@needs_compiled
+def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
+    before = fast_codec() is not None
+    use_fast_path(True)
+    try:
+        m = OffsetMap(24 * 4)  # Kafka's slots: 4, usable at 0.9: 3 keys
+    finally:
+        use_fast_path(before)
+    assert m.compiled is not None and m.usable_capacity == 3
+    for i, key in enumerate([b"a", b"", b"a" * 1000, b"a"]):
+        m.put(key, 10 + i)
+    assert (m.get(b"a"), m.get(b""), m.get(b"a" * 1000), m.get(b"b")) == (13, 11, 12, -1)
+    assert (m.size, m.latest_offset) == (3, 13)
+    m.update_latest_offset(20)
+    assert m.latest_offset == 20
+    for i in range(5000):  # grows past its first table
+        m.put(b"k%d" % i, i)
+    assert m.get(b"k4321") == 4321 and m.size == 5003
+    m.clear()
+    assert (m.size, m.latest_offset, m.get(b"a")) == (0, -1, -1)
