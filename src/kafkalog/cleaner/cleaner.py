@@ -162,13 +162,14 @@ class Cleaner:
             for batch in scanner:
                 if batch.is_control:
                     txns.on_control_batch_read(batch)
+                elif txns.on_batch_read(batch):
+                    pass  # aborted data: its keys must not shadow committed ones
                 elif compiled is not None and isinstance(batch, RecordBatch):
-                    if not txns.on_batch_read(batch):
-                        read, full = map_batch(compiled, batch, start)
-                        stats.map_messages_read += read
-                        if full:
-                            return True
-                elif not txns.on_batch_read(batch):
+                    read, full = map_batch(compiled, batch, start)
+                    stats.map_messages_read += read
+                    if full:
+                        return True
+                else:
                     for key, offset in batch_keys(batch):
                         if key is not None and offset >= start:
                             if offset_map.size >= capacity:

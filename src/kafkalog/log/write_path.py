@@ -452,7 +452,14 @@ class WritePath:
             duplicate=True,
         )
 
-    def _roll_due(self, size: int, max_ts: int, last_offset: int) -> bool:
+    def _maybe_roll(
+        self,
+        size: int,
+        max_ts: int,
+        last_offset: int,
+        roll_offset: int | None,
+        before_roll: Callable[[], None] | None = None,
+    ) -> LogSegment:
         seg = self._active()
         now = self.clock.milliseconds()
         facts = SegmentFacts(
@@ -466,18 +473,8 @@ class WritePath:
         params = RollParams(
             self.config.segment_bytes, self.config.max_segment_ms, size, last_offset
         )
-        return should_roll(facts, params) is not None
-
-    def _maybe_roll(
-        self,
-        size: int,
-        max_ts: int,
-        last_offset: int,
-        roll_offset: int | None,
-        before_roll: Callable[[], None] | None = None,
-    ) -> LogSegment:
-        if not self._roll_due(size, max_ts, last_offset):
-            return self._active()
+        if should_roll(facts, params) is None:
+            return seg
         if before_roll is not None:
             before_roll()
         if roll_offset is None:

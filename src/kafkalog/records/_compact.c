@@ -138,27 +138,6 @@ static PyObject *KeyOffsetMap_clear(KeyOffsetMap *self, PyObject *Py_UNUSED(igno
     Py_RETURN_NONE;
 }
 
-/* Parse all `count` records of a region up front, as the reference decodes a whole batch
- * before looking at any record; the spans are the caller's to free. */
-static RecordSpan *parse_all(const uint8_t *d, Py_ssize_t end, Py_ssize_t count) {
-    if (count < 0) {
-        corrupt("negative record count", 0);
-        return NULL;
-    }
-    RecordSpan *spans = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(RecordSpan));
-    if (!spans) { PyErr_NoMemory(); return NULL; }
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (parse_record(d, end, &pos, &spans[i]) < 0) { PyMem_Free(spans); return NULL; }
-    }
-    if (pos != end) {
-        corrupt("incorrect declared batch size: bytes remain after the last record", pos);
-        PyMem_Free(spans);
-        return NULL;
-    }
-    return spans;
-}
-
 /* Record timestamps as the reference reads them: the batch's for LogAppendTime, else
  * base + delta, which must fit in 64 bits. */
 static int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat,
@@ -169,6 +148,35 @@ static int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, i
         return -1;
     }
     return 0;
+}
+
+/* Parse all `count` records of a region up front, timestamps included (into `stamps` when not
+ * NULL), as the reference decodes a whole batch before looking at any record; the spans are
+ * the caller's to free. */
+static RecordSpan *parse_all(const uint8_t *d, Py_ssize_t end, Py_ssize_t count, int64_t base_ts,
+                             int has_lat, int64_t lat, int64_t *stamps) {
+    if (count < 0) {
+        corrupt("negative record count", 0);
+        return NULL;
+    }
+    RecordSpan *spans = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(RecordSpan));
+    if (!spans) { PyErr_NoMemory(); return NULL; }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t ts;
+        if (parse_record(d, end, &pos, &spans[i]) < 0 ||
+            record_timestamp(&spans[i], base_ts, has_lat, lat, &ts) < 0) {
+            PyMem_Free(spans);
+            return NULL;
+        }
+        if (stamps) stamps[i] = ts;
+    }
+    if (pos != end) {
+        corrupt("incorrect declared batch size: bytes remain after the last record", pos);
+        PyMem_Free(spans);
+        return NULL;
+    }
+    return spans;
 }
 
 /* map_records(data, count, base_offset, base_timestamp, has_lat, lat, start)
@@ -184,15 +192,11 @@ static PyObject *KeyOffsetMap_map_records(KeyOffsetMap *self, PyObject *args) {
                           &lat, &start))
         return NULL;
     const uint8_t *d = view.buf;
-    RecordSpan *spans = parse_all(d, view.len, count);
+    RecordSpan *spans = parse_all(d, view.len, count, base_ts, has_lat, lat, NULL);
     PyObject *result = NULL;
     if (!spans) goto done;
     Py_ssize_t read = 0;
     int full = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t ts;
-        if (record_timestamp(&spans[i], base_ts, has_lat, lat, &ts) < 0) goto done;
-    }
     for (; read < count; read++) {
         const RecordSpan *r = &spans[read];
         int64_t offset = base_offset + r->offset_delta;
@@ -282,13 +286,12 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
     Buf out = {0};
     uint8_t *keep = NULL;
     int64_t *stamps = NULL;
-    RecordSpan *spans = parse_all(d, view.len, count);
-    if (!spans) goto done;
-    keep = PyMem_Malloc((size_t)(count ? count : 1));
-    stamps = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    RecordSpan *spans = NULL;
+    keep = PyMem_Malloc((size_t)(count > 0 ? count : 1));
+    stamps = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
     if (!keep || !stamps) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t i = 0; i < count; i++)
-        if (record_timestamp(&spans[i], base_ts, has_lat, lat, &stamps[i]) < 0) goto done;
+    spans = parse_all(d, view.len, count, base_ts, has_lat, lat, stamps);
+    if (!spans) goto done;
     Py_ssize_t kept = 0, invalid = 0, first = -1;
     int tombstone = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
