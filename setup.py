@@ -10,8 +10,12 @@ setup(
     ext_modules=[
         Extension(
             "kafkalog.records._fastcodec",
-            ["src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_compact.c"],
-            depends=["src/kafkalog/records/_fastcodec.h"],
+            [
+                "src/kafkalog/records/_fastcodec.c",
+                "src/kafkalog/records/_compact.c",
+                "src/kafkalog/records/_compact_runs.c",
+            ],
+            depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_compact.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         )

@@ -25,12 +25,15 @@ from kafkalog.log.log import Log
 from kafkalog.log.swap import LastRecord
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.columnar import batch_keys
-from kafkalog.records.fastcompact import map_batch
-from kafkalog.records.filter import RetainedBatch, filter_batches
+from kafkalog.records.fastcompact import FilteredRegion, map_batch, map_region
+from kafkalog.records.filter import FilterResult, RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
 from kafkalog.storage.segment import LogSegment
 
 logger = logging.getLogger("kafkalog.cleaner")
+
+# How far one compiled walk goes before the loop looks at aborts and the throttle again.
+WALK_BYTES = 8 << 20
 
 
 @dataclass
@@ -152,37 +155,68 @@ class Cleaner:
     ) -> bool:
         offset_map = self.offset_map
         compiled = offset_map.compiled
-        capacity = offset_map.usable_capacity
         position = seg.offset_index.lookup(start).position
         size = seg.size
-        while position < size:
-            chunk = seg.log.read(position, min(self._buffer_size, size - position))
-            self.throttler.maybe_throttle(len(chunk))
-            scanner = BatchScanner(chunk, verify_crc=False, file=str(seg.log.path))
-            for batch in scanner:
-                if batch.is_control:
-                    txns.on_control_batch_read(batch)
-                elif txns.on_batch_read(batch):
-                    pass  # aborted data: its keys must not shadow committed ones
-                elif compiled is not None and isinstance(batch, RecordBatch):
-                    read, full = map_batch(compiled, batch, start)
-                    stats.map_messages_read += read
-                    if full:
+        with seg.log.mapped(size) as view:
+            while position < size:
+                self.check_done()
+                until = min(size, position + WALK_BYTES)
+                if compiled is not None:
+                    walked = map_region(
+                        compiled, view, seg.base_offset, position, until, start=start,
+                        max_batch_size=self._buffer_size,
+                    )  # fmt: skip
+                    self.throttler.maybe_throttle(walked.position - position)
+                    stats.map_messages_read += walked.read
+                    stats.map_bytes_read += walked.position - position
+                    position = walked.position
+                    if walked.full:
                         return True
-                else:
-                    for key, offset in batch_keys(batch):
-                        if key is not None and offset >= start:
-                            if offset_map.size >= capacity:
-                                return True
-                            offset_map.put(key, offset)
-                        stats.map_messages_read += 1
-                if batch.last_offset >= start:
-                    offset_map.update_latest_offset(batch.last_offset)
-            self._check_scan(scanner, seg, position, max_message)
-            stats.map_bytes_read += scanner.valid_bytes
-            position += scanner.valid_bytes
+                    if position >= until:
+                        continue
+                # the reference path, one read buffer on from a batch the compiled walk left
+                chunk = view[position : position + min(self._buffer_size, size - position)]
+                self.throttler.maybe_throttle(len(chunk))
+                scanner = BatchScanner(chunk, verify_crc=False, file=str(seg.log.path))
+                if self._map_batches(scanner, start, txns, stats):
+                    return True
+                self._check_scan(scanner, seg, position, max_message)
+                stats.map_bytes_read += scanner.valid_bytes
+                position += scanner.valid_bytes
         offset_map.update_latest_offset(next_base - 1)  # skip any offset gap
         self._buffer_size = self.config.io_buffer_per_thread
+        return False
+
+    def _map_batches(
+        self,
+        scanner: BatchScanner,
+        start: int,
+        txns: CleanedTransactionMetadata,
+        stats: CleanerStats,
+    ) -> bool:
+        """Map the keys of every batch ``scanner`` yields; True if the map filled up."""
+        offset_map = self.offset_map
+        compiled = offset_map.compiled
+        capacity = offset_map.usable_capacity
+        for batch in scanner:
+            if batch.is_control:
+                txns.on_control_batch_read(batch)
+            elif txns.on_batch_read(batch):
+                pass  # aborted data: its keys must not shadow committed ones
+            elif compiled is not None and isinstance(batch, RecordBatch):
+                read, full = map_batch(compiled, batch, start)
+                stats.map_messages_read += read
+                if full:
+                    return True
+            else:
+                for key, offset in batch_keys(batch):
+                    if key is not None and offset >= start:
+                        if offset_map.size >= capacity:
+                            return True
+                        offset_map.put(key, offset)
+                    stats.map_messages_read += 1
+            if batch.last_offset >= start:
+                offset_map.update_latest_offset(batch.last_offset)
         return False
 
     def _check_scan(
@@ -267,22 +301,36 @@ class Cleaner:
     ) -> None:
         position = 0
         size = source.size
-        while position < size:
-            self.check_done()
-            chunk = source.log.read(position, min(self._buffer_size, size - position))
-            self.throttler.maybe_throttle(len(chunk))
-            scanner = BatchScanner(chunk, verify_crc=False, file=str(source.log.path))
-            result = filter_batches(scanner, record_filter)
-            self._check_scan(scanner, source, position, max_message)
-            position += result.bytes_read
-            stats.bytes_read += result.bytes_read
-            stats.messages_read += result.messages_read
-            stats.messages_written += result.messages_retained
-            if result.output:
-                self._append_runs(dest, result.output, result.retained)
-                stats.bytes_written += len(result.output)
-                self.throttler.maybe_throttle(len(result.output))
+        with source.log.mapped(size) as view:
+            while position < size:
+                self.check_done()
+                until = min(size, position + WALK_BYTES)
+                walked = record_filter.filter_region(
+                    view, source.base_offset, position, until, self._buffer_size
+                )
+                if walked is not None:
+                    self._write(dest, _region_result(view, position, walked), stats)
+                    position = walked.position
+                    if position >= until:
+                        continue
+                # the reference path, one read buffer on from a batch the compiled walk left
+                chunk = view[position : position + min(self._buffer_size, size - position)]
+                scanner = BatchScanner(chunk, verify_crc=False, file=str(source.log.path))
+                result = filter_batches(scanner, record_filter)
+                self._check_scan(scanner, source, position, max_message)
+                position += result.bytes_read
+                self._write(dest, result, stats)
         self._buffer_size = self.config.io_buffer_per_thread
+
+    def _write(self, dest: LogSegment, result: FilterResult, stats: CleanerStats) -> None:
+        self.throttler.maybe_throttle(result.bytes_read)
+        stats.bytes_read += result.bytes_read
+        stats.messages_read += result.messages_read
+        stats.messages_written += result.messages_retained
+        if result.output:
+            self._append_runs(dest, result.output, result.retained)
+            stats.bytes_written += len(result.output)
+            self.throttler.maybe_throttle(len(result.output))
 
     @staticmethod
     def _append_runs(dest: LogSegment, output: bytearray, retained: list[RetainedBatch]) -> None:
@@ -304,3 +352,19 @@ class Cleaner:
                 out[start:end],
             )
             first = j + 1
+
+
+def _region_result(view: memoryview, start: int, walked: FilteredRegion) -> FilterResult:
+    """A FilterResult for what the compiled walk did: the batches it kept, copied whole."""
+    result = FilterResult(
+        bytes_read=walked.position - start,
+        messages_read=walked.read,
+        messages_retained=walked.kept,
+    )
+    out = result.output
+    for position, size, last_offset, max_timestamp in walked.batches:
+        result.retained.append(
+            RetainedBatch(len(out), size, last_offset, max_timestamp, last_offset)
+        )
+        out += view[position : position + size]
+    return result

@@ -19,7 +19,12 @@ from kafkalog.log.swap import LastRecord
 from kafkalog.records import Record
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key
-from kafkalog.records.fastcompact import RetainedRecords, filter_records
+from kafkalog.records.fastcompact import (
+    FilteredRegion,
+    RetainedRecords,
+    filter_records,
+    filter_region,
+)
 from kafkalog.records.filter import BatchRetention, BatchRetentionResult
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
@@ -118,6 +123,7 @@ class LogCleanerFilter:
         self.delete_retention_ms = delete_retention_ms
         self.counters = counters
         self._discard_batch_records = False
+        self._last_producer_ids: set[int] | None = None
 
     def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
         last = self.last_records.get(batch.producer_id)
@@ -166,6 +172,32 @@ class LogCleanerFilter:
         )
         self.counters.invalid_messages += retained.invalid
         return retained
+
+    def filter_region(
+        self, buffer: memoryview, segment: int, position: int, until: int, max_batch_size: int
+    ) -> FilteredRegion | None:
+        """The recopy of a run of plain batches from ``position`` in one compiled call (see
+        ``kafkalog.records.fastcompact.filter_region``), or None when the map is not the
+        compiled one. The batches it leaves need this filter's per-batch rules: it stops at
+        every batch ``check_batch_retention`` would keep even if empty."""
+        compiled = self.offset_map.compiled
+        if compiled is None:
+            return None
+        if self._last_producer_ids is None:
+            self._last_producer_ids = set(self.last_records)
+        walked = filter_region(
+            compiled,
+            buffer,
+            segment,
+            position,
+            until,
+            max_batch_size=max_batch_size,
+            upper_bound_offset=self.upper_bound_offset,
+            last_producer_ids=self._last_producer_ids,
+            current_time=self.current_time,
+        )
+        self.counters.invalid_messages += walked.invalid
+        return walked
 
     def should_retain_record(self, batch: AnyBatch, record: Record) -> bool:
         if self._discard_batch_records:

@@ -10,23 +10,9 @@
  * compression. Records are validated exactly as the reference decoder does, before anything
  * is mapped or written.
  */
-#include "_fastcodec.h"
+#include "_compact.h"
 
 /* ---- KeyOffsetMap ----------------------------------------------------------------------- */
-
-typedef struct {
-    int64_t offset;
-    Py_ssize_t key; /* offset of the key in the arena; -1 for an empty slot */
-    uint32_t hash, len;
-} Slot;
-
-typedef struct {
-    PyObject_HEAD
-    Slot *slots;
-    Py_ssize_t mask, size, limit;
-    Buf arena;
-    int64_t latest_offset;
-} KeyOffsetMap;
 
 static int map_alloc(KeyOffsetMap *self, Py_ssize_t capacity) {
     Slot *slots = PyMem_Malloc((size_t)capacity * sizeof(Slot));
@@ -38,35 +24,38 @@ static int map_alloc(KeyOffsetMap *self, Py_ssize_t capacity) {
     return 0;
 }
 
+static void map_reset(KeyOffsetMap *self) {
+    self->size = 0;
+    self->latest_offset = -1;
+    self->arena.len = self->latest.len = 0;
+    self->logged_batches.len = self->logged_records.len = 0;
+    self->log_cursor = 0;
+}
+
 static int KeyOffsetMap_init(KeyOffsetMap *self, PyObject *args, PyObject *kw) {
-    Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "n", &limit)) return -1;
+    Py_ssize_t limit, log_limit = 0;
+    if (!PyArg_ParseTuple(args, "n|n", &limit, &log_limit)) return -1;
     if (limit < 1) {
         PyErr_SetString(PyExc_ValueError, "an offset map must hold at least one key");
         return -1;
     }
     self->limit = limit;
-    self->size = 0;
-    self->latest_offset = -1;
-    self->arena.len = 0;
+    self->log_limit = log_limit;
+    map_reset(self);
     return map_alloc(self, 1024);
 }
 
 static void KeyOffsetMap_dealloc(KeyOffsetMap *self) {
     PyMem_Free(self->slots);
+    PyMem_Free(self->spans);
+    PyMem_Free(self->stamps);
+    PyMem_Free(self->keep);
+    PyMem_Free(self->codes);
     buf_free(&self->arena);
+    buf_free(&self->latest);
+    buf_free(&self->logged_batches);
+    buf_free(&self->logged_records);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static inline Slot *map_find(KeyOffsetMap *self, const uint8_t *key, uint32_t len, uint32_t hash) {
-    Py_ssize_t i = (Py_ssize_t)hash & self->mask;
-    for (;;) {
-        Slot *s = &self->slots[i];
-        if (s->key < 0) return s;
-        if (s->hash == hash && s->len == len && memcmp(self->arena.p + s->key, key, len) == 0)
-            return s;
-        i = (i + 1) & self->mask;
-    }
 }
 
 /* Grow at half full: linear probing stays short. */
@@ -85,7 +74,7 @@ static int map_grow(KeyOffsetMap *self) {
     return 0;
 }
 
-static int map_put(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n, int64_t offset) {
+Py_ssize_t map_put(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n, int64_t offset) {
     if (n > UINT32_MAX) { PyErr_SetString(PyExc_OverflowError, "key too long"); return -1; }
     uint32_t hash = murmur2(key, n);
     Slot *s = map_find(self, key, (uint32_t)n, hash);
@@ -95,29 +84,24 @@ static int map_put(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n, int64_t
             s = map_find(self, key, (uint32_t)n, hash);
         }
         Py_ssize_t at = self->arena.len;
-        if (buf_put(&self->arena, key, n) < 0) return -1;
+        if (buf_put(&self->arena, key, n) < 0 || buf_i64(&self->latest, offset) < 0) return -1;
         s->key = at;
         s->len = (uint32_t)n;
         s->hash = hash;
-        self->size++;
+        s->id = self->size++;
     }
-    s->offset = offset;
+    ((int64_t *)self->latest.p)[s->id] = offset;
     self->latest_offset = offset;
-    return 0;
-}
-
-static inline int64_t map_get(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n) {
-    Slot *s = map_find(self, key, (uint32_t)n, murmur2(key, n));
-    return s->key < 0 ? -1 : s->offset;
+    return (Py_ssize_t)s->id;
 }
 
 static PyObject *KeyOffsetMap_put(KeyOffsetMap *self, PyObject *args) {
     Py_buffer key;
     long long offset;
     if (!PyArg_ParseTuple(args, "y*L", &key, &offset)) return NULL;
-    int rc = map_put(self, key.buf, key.len, offset);
+    Py_ssize_t id = map_put(self, key.buf, key.len, offset);
     PyBuffer_Release(&key);
-    if (rc < 0) return NULL;
+    if (id < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -132,15 +116,13 @@ static PyObject *KeyOffsetMap_get(KeyOffsetMap *self, PyObject *args) {
 static PyObject *KeyOffsetMap_clear(KeyOffsetMap *self, PyObject *Py_UNUSED(ignored)) {
     /* a map that grew large for one log shrinks back rather than be wiped whole every round */
     if (map_alloc(self, 1024) < 0) return NULL;
-    self->size = 0;
-    self->arena.len = 0;
-    self->latest_offset = -1;
+    map_reset(self);
     Py_RETURN_NONE;
 }
 
 /* Record timestamps as the reference reads them: the batch's for LogAppendTime, else
  * base + delta, which must fit in 64 bits. */
-static int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat,
+int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat,
                             int64_t *ts) {
     if (has_lat) { *ts = lat; return 0; }
     if (__builtin_add_overflow(base_ts, r->ts_delta, ts)) {
@@ -150,64 +132,87 @@ static int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, i
     return 0;
 }
 
-/* Parse all `count` records of a region up front, timestamps included (into `stamps` when not
- * NULL), as the reference decodes a whole batch before looking at any record; the spans are
- * the caller's to free. */
-static RecordSpan *parse_all(const uint8_t *d, Py_ssize_t end, Py_ssize_t count, int64_t base_ts,
-                             int has_lat, int64_t lat, int64_t *stamps) {
+int scratch_reserve(KeyOffsetMap *self, Py_ssize_t count) {
+    if (count <= self->scratch) return 0;
+    Py_ssize_t n = self->scratch ? self->scratch : 256;
+    while (n < count) n *= 2;
+    RecordSpan *spans = PyMem_Realloc(self->spans, (size_t)n * sizeof(RecordSpan));
+    if (spans) self->spans = spans;
+    int64_t *stamps = spans ? PyMem_Realloc(self->stamps, (size_t)n * sizeof(int64_t)) : NULL;
+    if (stamps) self->stamps = stamps;
+    uint8_t *keep = stamps ? PyMem_Realloc(self->keep, (size_t)n) : NULL;
+    if (keep) self->keep = keep;
+    int32_t *codes = keep ? PyMem_Realloc(self->codes, (size_t)n * sizeof(int32_t)) : NULL;
+    if (!codes) { PyErr_NoMemory(); return -1; }
+    self->codes = codes;
+    self->scratch = n;
+    return 0;
+}
+
+/* Parse all `count` records of a region up front, timestamps included, into the map's scratch
+ * (spans, stamps), as the reference decodes a whole batch before looking at any record. */
+int parse_all(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t end, Py_ssize_t count,
+                     int64_t base_ts, int has_lat, int64_t lat) {
     if (count < 0) {
         corrupt("negative record count", 0);
-        return NULL;
+        return -1;
     }
-    RecordSpan *spans = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(RecordSpan));
-    if (!spans) { PyErr_NoMemory(); return NULL; }
+    if (scratch_reserve(self, count) < 0) return -1;
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t ts;
-        if (parse_record(d, end, &pos, &spans[i]) < 0 ||
-            record_timestamp(&spans[i], base_ts, has_lat, lat, &ts) < 0) {
-            PyMem_Free(spans);
-            return NULL;
-        }
-        if (stamps) stamps[i] = ts;
+        if (parse_record(d, end, &pos, &self->spans[i]) < 0 ||
+            record_timestamp(&self->spans[i], base_ts, has_lat, lat, &self->stamps[i]) < 0)
+            return -1;
     }
     if (pos != end) {
         corrupt("incorrect declared batch size: bytes remain after the last record", pos);
-        PyMem_Free(spans);
-        return NULL;
+        return -1;
     }
-    return spans;
+    return 0;
 }
 
-/* map_records(data, count, base_offset, base_timestamp, has_lat, lat, start)
- *   -> (records_read, full)
- * Kafka's buildOffsetMapForSegment for one batch: every keyed record at or above `start` is
- * put; when the map holds `limit` keys the scan stops before the next one (full = True). */
+/* Put the keys of the parsed records at or above `start`; stops before a new key once the map
+ * holds `limit` keys (*full). Each record's code goes to the scratch (see LoggedRecord);
+ * *loggable says whether every record has one (no keyed record below `start`). Returns the
+ * records read, or -1. */
+Py_ssize_t map_parsed(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count,
+                      int64_t base_offset, int64_t start, int *full, int *loggable) {
+    Py_ssize_t read = 0;
+    *full = 0;
+    *loggable = 1;
+    for (; read < count; read++) {
+        const RecordSpan *r = &self->spans[read];
+        int64_t offset = base_offset + r->offset_delta;
+        int tombstone = r->value_len < 0;
+        if (r->key_len < 0) {
+            self->codes[read] = -1 - tombstone;
+        } else if (offset >= start) {
+            if (self->size >= self->limit) { *full = 1; break; }
+            Py_ssize_t id = map_put(self, d + r->key_pos, r->key_len, offset);
+            if (id < 0) return -1;
+            if (id > INT32_MAX >> 1) *loggable = 0;
+            self->codes[read] = (int32_t)(id << 1 | tombstone);
+        } else {
+            *loggable = 0;
+        }
+    }
+    return read;
+}
+
 static PyObject *KeyOffsetMap_map_records(KeyOffsetMap *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t count;
     long long base_offset, base_ts, lat, start;
-    int has_lat;
+    int has_lat, full, loggable;
     if (!PyArg_ParseTuple(args, "y*nLLpLL", &view, &count, &base_offset, &base_ts, &has_lat,
                           &lat, &start))
         return NULL;
     const uint8_t *d = view.buf;
-    RecordSpan *spans = parse_all(d, view.len, count, base_ts, has_lat, lat, NULL);
     PyObject *result = NULL;
-    if (!spans) goto done;
-    Py_ssize_t read = 0;
-    int full = 0;
-    for (; read < count; read++) {
-        const RecordSpan *r = &spans[read];
-        int64_t offset = base_offset + r->offset_delta;
-        if (r->key_len >= 0 && offset >= start) {
-            if (self->size >= self->limit) { full = 1; break; }
-            if (map_put(self, d + r->key_pos, r->key_len, offset) < 0) goto done;
-        }
+    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat) == 0) {
+        Py_ssize_t read = map_parsed(self, d, count, base_offset, start, &full, &loggable);
+        if (read >= 0) result = Py_BuildValue("(nO)", read, full ? Py_True : Py_False);
     }
-    result = Py_BuildValue("(nO)", read, full ? Py_True : Py_False);
-done:
-    PyMem_Free(spans);
     PyBuffer_Release(&view);
     return result;
 }
@@ -262,6 +267,34 @@ static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t 
     return 0;
 }
 
+/* retain_record over the parsed records: fills keep[]. */
+void decide(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base_offset,
+            int keep_tombstones, Verdicts *v) {
+    v->kept = v->invalid = 0;
+    v->first = -1;
+    v->tombstone = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const RecordSpan *r = &self->spans[i];
+        int64_t offset = base_offset + r->offset_delta;
+        int k;
+        if (offset > self->latest_offset) k = 1;
+        else if (r->key_len < 0) { v->invalid++; k = 0; }
+        else if (offset < map_get(self, d + r->key_pos, r->key_len)) k = 0;
+        else if (r->value_len >= 0) k = 1;
+        else k = keep_tombstones;
+        self->keep[i] = (uint8_t)k;
+        if (k) {
+            v->kept++;
+            if (v->first < 0) v->first = i;
+            if (r->value_len < 0) v->tombstone = 1;
+        }
+    }
+}
+
+static void invalid_records(PyObject *msg) {
+    if (msg) { PyErr_SetObject(InvalidRecords, msg); Py_DECREF(msg); }
+}
+
 /* filter_records(data, count, base_offset, base_timestamp, has_lat, lat, keep_tombstones,
  *                has_horizon, horizon, new_horizon)
  *   -> (read, kept, invalid, region | None, base_timestamp, max_timestamp, horizon | None,
@@ -271,8 +304,8 @@ static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t 
  * latest -> drop; a tombstone -> keep_tombstones. `horizon` is the batch's delete horizon if
  * it has one; a kept tombstone in a batch without one stamps `new_horizon`. Rebuilding refuses
  * what the reference builder refuses, with its words: offsets not increasing, negative
- * timestamps. region is None when every
- * record stays and no horizon is stamped (the batch is copied as it is) or none stays. */
+ * timestamps. region is None when every record stays and no horizon is stamped (the batch is
+ * copied as it is) or none stays. */
 static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t count;
@@ -284,74 +317,47 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
     const uint8_t *d = view.buf;
     PyObject *result = NULL;
     Buf out = {0};
-    uint8_t *keep = NULL;
-    int64_t *stamps = NULL;
-    RecordSpan *spans = NULL;
-    keep = PyMem_Malloc((size_t)(count > 0 ? count : 1));
-    stamps = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
-    if (!keep || !stamps) { PyErr_NoMemory(); goto done; }
-    spans = parse_all(d, view.len, count, base_ts, has_lat, lat, stamps);
-    if (!spans) goto done;
-    Py_ssize_t kept = 0, invalid = 0, first = -1;
-    int tombstone = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        const RecordSpan *r = &spans[i];
-        int64_t offset = base_offset + r->offset_delta;
-        int k;
-        if (offset > self->latest_offset) k = 1;
-        else if (r->key_len < 0) { invalid++; k = 0; }
-        else if (offset < map_get(self, d + r->key_pos, r->key_len)) k = 0;
-        else if (r->value_len >= 0) k = 1;
-        else k = keep_tombstones;
-        keep[i] = (uint8_t)k;
-        if (k) {
-            kept++;
-            if (first < 0) first = i;
-            if (r->value_len < 0) tombstone = 1;
-        }
-    }
-    int stamp = tombstone && !has_horizon;
+    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat) < 0) goto done;
+    Verdicts v;
+    decide(self, d, count, base_offset, keep_tombstones, &v);
+    const int64_t *stamps = self->stamps;
+    int stamp = v.tombstone && !has_horizon;
     if (stamp) { horizon = new_horizon; has_horizon = 1; }
-    int64_t base = has_horizon ? horizon : (kept ? stamps[first] : -1), max_ts = -1;
+    int64_t base = has_horizon ? horizon : (v.kept ? stamps[v.first] : -1), max_ts = -1;
     int64_t last_delta = -1;
     PyObject *region;
-    if (kept == 0 || (kept == count && !stamp)) {
+    if (v.kept == 0 || (v.kept == count && !stamp)) {
         region = Py_NewRef(Py_None);
         for (Py_ssize_t i = 0; i < count; i++)
-            if (keep[i] && stamps[i] > max_ts) max_ts = stamps[i];
+            if (self->keep[i] && stamps[i] > max_ts) max_ts = stamps[i];
     } else {
         for (Py_ssize_t i = 0; i < count; i++) {
-            if (!keep[i]) continue;
-            int64_t ts = stamps[i], delta = spans[i].offset_delta;
+            if (!self->keep[i]) continue;
+            int64_t ts = stamps[i], delta = self->spans[i].offset_delta;
             if (delta <= last_delta) {
-                PyObject *msg = PyUnicode_FromFormat(
+                invalid_records(PyUnicode_FromFormat(
                     "offset %lld is not above the last offset %lld",
-                    (long long)(base_offset + delta), (long long)(base_offset + last_delta));
-                if (msg) { PyErr_SetObject(InvalidRecords, msg); Py_DECREF(msg); }
+                    (long long)(base_offset + delta), (long long)(base_offset + last_delta)));
                 goto done;
             }
             last_delta = delta;
             if (ts < 0 && ts != -1) {
-                PyObject *msg = PyUnicode_FromFormat("invalid negative timestamp %lld",
-                                                     (long long)ts);
-                if (msg) { PyErr_SetObject(InvalidRecords, msg); Py_DECREF(msg); }
+                invalid_records(
+                    PyUnicode_FromFormat("invalid negative timestamp %lld", (long long)ts));
                 goto done;
             }
             if (ts > max_ts) max_ts = ts;
-            if (encode_kept(&out, d, &spans[i], ts, base) < 0) goto done;
+            if (encode_kept(&out, d, &self->spans[i], ts, base) < 0) goto done;
         }
         region = PyBytes_FromStringAndSize(out.p, out.len);
         if (!region) goto done;
     }
     PyObject *h = has_horizon ? PyLong_FromLongLong(horizon) : Py_NewRef(Py_None);
     if (!h) { Py_DECREF(region); goto done; }
-    result = Py_BuildValue("(nnnNLLNL)", count, kept, invalid, region, (long long)base,
+    result = Py_BuildValue("(nnnNLLNL)", count, v.kept, v.invalid, region, (long long)base,
                            (long long)max_ts, h, (long long)last_delta);
 done:
     buf_free(&out);
-    PyMem_Free(keep);
-    PyMem_Free(stamps);
-    PyMem_Free(spans);
     PyBuffer_Release(&view);
     return result;
 }
@@ -389,6 +395,11 @@ static PyMethodDef KeyOffsetMap_methods[] = {
      "filter_records(data, count, base_offset, base_timestamp, has_lat, lat, keep_tombstones, "
      "has_horizon, horizon, new_horizon) -> (read, kept, invalid, region, base_timestamp, "
      "max_timestamp, horizon, last_kept_delta)"},
+    {"map_region", (PyCFunction)KeyOffsetMap_map_region, METH_VARARGS,
+     "map_region(buffer, position, until, end, start, max_batch_size) -> (position, read, full)"},
+    {"filter_region", (PyCFunction)KeyOffsetMap_filter_region, METH_VARARGS,
+     "filter_region(buffer, position, until, end, max_batch_size, upper_bound_offset, "
+     "last_producer_ids, current_time) -> (position, read, kept, invalid, batches)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -396,7 +407,8 @@ static PyTypeObject KeyOffsetMapType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.records._fastcodec.KeyOffsetMap",
     .tp_basicsize = sizeof(KeyOffsetMap),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KeyOffsetMap(limit): key -> latest offset for one cleaning round",
+    .tp_doc = "KeyOffsetMap(limit, log_limit=0): key -> latest offset for one cleaning round; "
+              "the key scan remembers up to log_limit bytes of records for the recopy",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)KeyOffsetMap_init,
     .tp_dealloc = (destructor)KeyOffsetMap_dealloc,

@@ -231,6 +231,50 @@ static inline int parse_record(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos
     return 0;
 }
 
+/* ---- v2 batch headers (spec 1.3): big-endian fields at fixed offsets ------------------------ */
+
+static inline uint64_t load_be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = v << 8 | p[i];
+    return v;
+}
+
+enum {
+    V2_HEADER_SIZE = 61, /* RECORD_BATCH_OVERHEAD */
+    LOG_OVERHEAD = 12,   /* base offset + batch length */
+    ATTR_COMPRESSION = 0x07, ATTR_LOG_APPEND_TIME = 0x08, ATTR_TRANSACTIONAL = 0x10,
+    ATTR_CONTROL = 0x20, ATTR_DELETE_HORIZON = 0x40,
+};
+
+typedef struct {
+    Py_ssize_t size; /* the whole batch, log overhead included */
+    int64_t base_offset, last_offset, base_timestamp, max_timestamp, producer_id;
+    int attributes;
+    int32_t count;
+} BatchHead;
+
+/* The header of the v2 batch at pos, if it is one the compiled walks take whole: complete
+ * within end, at most max_size bytes (0: no limit), uncompressed, neither transactional nor a
+ * control batch. Anything else -- damage included -- is the scanner's to report, in its words. */
+static inline int simple_batch(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
+                               Py_ssize_t max_size, BatchHead *b) {
+    if (end - pos < V2_HEADER_SIZE) return 0;
+    const uint8_t *h = d + pos;
+    int32_t length = (int32_t)load_be(h + 8, 4);
+    if (h[16] != 2 || length < V2_HEADER_SIZE - LOG_OVERHEAD) return 0;
+    b->size = (Py_ssize_t)length + LOG_OVERHEAD;
+    if (b->size > end - pos || (max_size > 0 && b->size > max_size)) return 0;
+    b->attributes = (int)load_be(h + 21, 2);
+    if (b->attributes & (ATTR_COMPRESSION | ATTR_TRANSACTIONAL | ATTR_CONTROL)) return 0;
+    b->base_offset = (int64_t)load_be(h, 8);
+    b->last_offset = b->base_offset + (int32_t)load_be(h + 23, 4);
+    b->base_timestamp = (int64_t)load_be(h + 27, 8);
+    b->max_timestamp = (int64_t)load_be(h + 35, 8);
+    b->producer_id = (int64_t)load_be(h + 43, 8);
+    b->count = (int32_t)load_be(h + 57, 4);
+    return 1;
+}
+
 /* Registers the cleaner's compiled pieces (_compact.c) on the module. */
 int compact_register(PyObject *module);
 

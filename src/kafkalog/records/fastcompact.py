@@ -1,10 +1,13 @@
 """The cleaner's per-record loops on the compiled codec: map a batch's keys, filter its records.
 
 Why: a cleaning round parses every dirty record twice; ``_fastcodec.KeyOffsetMap`` does both
-passes without Record objects. This module turns its tuples into named results and its
-complaints into the errors the reference raises for the same batch. Refuses: the decisions
-about whole batches (kafkalog.cleaner.policy) and running when the compiled codec is off:
-callers ask ``compiled_offset_map`` and keep the reference path when it returns None.
+passes without Record objects, one batch at a time or, for runs of plain batches (uncompressed,
+neither transactional nor control), a whole run per call with no Python between batches. This
+module turns its tuples into named results and its complaints into the errors the reference
+raises for the same batch. Refuses: the decisions about whole batches (kafkalog.cleaner.policy
+passes in what the runs need: the upper bound, the producers whose last batch must stay) and
+running when the compiled codec is off: callers ask ``compiled_offset_map`` and keep the
+reference path when it returns None.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
 from kafkalog.records.fastpath import batch_error, fast_codec
 
 
-def compiled_offset_map(limit: int) -> Any | None:
-    """A compiled key -> latest offset map holding at most ``limit`` keys, or None when the
-    reference codec is in use."""
+def compiled_offset_map(limit: int, log_limit: int = 0) -> Any | None:
+    """A compiled key -> latest offset map holding at most ``limit`` keys, whose key scan keeps
+    up to ``log_limit`` bytes of notes for the recopy; None when the reference codec is in
+    use."""
     fast = fast_codec()
-    return None if fast is None else fast.KeyOffsetMap(limit)
+    return None if fast is None else fast.KeyOffsetMap(limit, log_limit)
 
 
 class RetainedRecords(NamedTuple):
@@ -81,3 +85,74 @@ def filter_records(
     except fast.InvalidRecords as err:
         raise InvalidRecordError(str(err.args[0])) from None
     return RetainedRecords(*out)
+
+
+class MappedRegion(NamedTuple):
+    """How far ``map_region`` walked: ``position`` is where the next batch starts."""
+
+    position: int
+    read: int
+    full: bool
+
+
+def map_region(
+    offset_map: Any,
+    buffer: Any,
+    segment: int,
+    position: int,
+    until: int,
+    *,
+    start: int,
+    max_batch_size: int,
+) -> MappedRegion:
+    """``map_batch`` over the batches from ``position`` that need no decision of their own:
+    uncompressed v2 batches that are neither transactional nor control batches and fit in
+    ``max_batch_size``. It stops at ``until`` or at the first other batch, damaged ones
+    included, which the caller reads through the scanner (whose errors are the reference's);
+    ``full`` stops it at the batch during which the map filled up. ``buffer`` is the data of
+    the segment whose base offset is ``segment``: the map notes what it parsed there, within
+    its log limit, so ``filter_region`` over the same segment need not parse it again."""
+    end = len(buffer)
+    pos, read, full = offset_map.map_region(
+        buffer, segment, position, until, end, start, max_batch_size
+    )
+    return MappedRegion(int(pos), int(read), bool(full))
+
+
+class FilteredRegion(NamedTuple):
+    """How far ``filter_region`` walked, and the batches it kept whole (in order)."""
+
+    position: int
+    read: int
+    kept: int
+    invalid: int
+    batches: list[tuple[int, int, int, int]]  # (position, size, last offset, max timestamp)
+
+
+def filter_region(
+    offset_map: Any,
+    buffer: Any,
+    segment: int,
+    position: int,
+    until: int,
+    *,
+    max_batch_size: int,
+    upper_bound_offset: int,
+    last_producer_ids: set[int],
+    current_time: int,
+) -> FilteredRegion:
+    """The recopy of the batches ``map_region`` would take, as far as they are dropped whole or
+    kept whole; it stops at a batch that must be rebuilt, at the last batch of a producer in
+    ``last_producer_ids``, at the batch ending at ``upper_bound_offset`` and at damage."""
+    pos, read, kept, invalid, batches = offset_map.filter_region(
+        buffer,
+        segment,
+        position,
+        until,
+        len(buffer),
+        max_batch_size,
+        upper_bound_offset,
+        last_producer_ids,
+        current_time,
+    )
+    return FilteredRegion(int(pos), int(read), int(kept), int(invalid), batches)

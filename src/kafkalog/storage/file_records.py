@@ -243,9 +243,7 @@ class FileRecords:
         Batches it yields are views of the mapping: copy what must outlive the ``with`` block.
         """
         stop = self._size if end is None else min(end, self._size)
-        mapping = self._mapping(stop) if stop > start else None
-        view = memoryview(mapping)[:stop] if mapping is not None else memoryview(b"")
-        try:
+        with self.mapped(stop if stop > start else 0) as view:
             yield BatchScanner(
                 view,
                 start=min(start, len(view)),
@@ -254,6 +252,17 @@ class FileRecords:
                 max_batch_size=max_batch_size,
                 file=str(self.path),
             )
+
+    @contextmanager
+    def mapped(self, end: int | None = None) -> Iterator[memoryview]:
+        """The data ``[0, end)`` (end defaults to, and is clipped to, the logical size) as a view
+        of the cached mapping: no copy, and pages a second pass reads are already mapped.
+        Copy what must outlive the ``with`` block."""
+        stop = self._size if end is None else min(end, self._size)
+        mapping = self._mapping(stop) if stop > 0 else None
+        view = memoryview(mapping)[:stop] if mapping is not None else memoryview(b"")
+        try:
+            yield view
         finally:
             view.release()
 
