@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kafkalog import Log, LogConfig, ManualClock, MemoryRecords, Record
@@ -23,6 +23,7 @@ from kafkalog.types import CompressionType, TimestampType, TopicPartition
 from test_fastpath import COMPILED, both
 
 NOW = 1_700_000_000_000
+NONE = CompressionType.NONE
 RETENTION = 1_000
 TP = TopicPartition("t", 0)
 needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
@@ -111,6 +112,17 @@ def clean_twice(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(batch_specs, batch_specs, st.sampled_from([128 * 1024 * 1024, 24 * 4]))
+# a dirty batch kept whole that holds a tombstone: decided from the key scan's notes, it must
+# still be rebuilt to carry a delete horizon
+@example(
+    [
+        ([Record(b"1", b"a")], NONE, False, False),
+        ([Record(None, b"b"), Record(b"2", b"c")], NONE, False, False),
+        ([Record(b"3", b"d")], NONE, False, False),
+    ],
+    [([Record(b"4", b"a")], NONE, False, False)],
+    128 * 1024 * 1024,
+)
 def test_a_compiled_round_writes_what_the_reference_writes(
     tmp_path: Path, specs: list[Spec], second: list[Spec], dedupe: int
 ) -> None:
@@ -179,3 +191,36 @@ def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
     assert m.get(b"k4321") == 4321 and m.size == 5003
     m.clear()
     assert (m.size, m.latest_offset, m.get(b"a")) == (0, -1, -1)
+
+
+def header_key_batch(key: bytes) -> bytes:
+    """One record whose header key is ``key``, valid UTF-8 or not, under a valid CRC."""
+    placeholder = "\u00b5" * len(key)  # two bytes a character: found, then overwritten
+    rec = Record(b"v", b"k", headers=((placeholder, b"h"),), timestamp=NOW)
+    out = bytearray(bytes(MemoryRecords.build([rec])))
+    at = out.index(placeholder.encode())
+    out[at : at + 2 * len(key)] = key * 2 if key else b""
+    rewrite_crc(out, 0)
+    return bytes(out)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=4),
+        st.text(max_size=3).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.sampled_from([b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"]),
+    )
+)
+def test_header_keys_are_utf8_exactly_as_python_decodes_them(key: bytes) -> None:
+    """The compiled parse checks header keys in C; it must accept exactly what Python's strict
+    UTF-8 decoder accepts (overlong forms, surrogates and code points past U+10FFFF refused)."""
+    data = header_key_batch(key)
+    ref, fast = both(lambda: MemoryRecords(data).to_arrow().to_pylist())
+    try:
+        (key * 2).decode("utf-8")
+    except UnicodeDecodeError:
+        assert isinstance(ref, Exception) and type(fast) is type(ref), (ref, fast)
+    else:
+        assert fast == ref

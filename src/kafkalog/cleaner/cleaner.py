@@ -1,7 +1,9 @@
 """One cleaning round of one log (spec §12.4-§12.5): map the dirty keys, recopy, swap.
 
 Why: this is where compaction touches data. It reads only inactive segments below the round's
-upper bound, without the log lock, through the one scanner; it writes new ``.cleaned`` segments
+upper bound, without the log lock, from each segment's mapping: runs of plain batches in the
+compiled walks (the key scan's next stretch paged in on the second core meanwhile), every other
+batch through the one scanner, a read buffer at a time; it writes new ``.cleaned`` segments
 with the same offsets; and it hands them to the Log's crash-safe swap. Anything that goes wrong
 before the swap leaves only ``.cleaned`` files, which it removes (and which recovery discards).
 Refuses: choosing the log or the range (the cleaner manager does) and holding the log lock
@@ -32,8 +34,9 @@ from kafkalog.storage.segment import LogSegment
 
 logger = logging.getLogger("kafkalog.cleaner")
 
-# How far one compiled walk goes before the loop looks at aborts and the throttle again.
-WALK_BYTES = 8 << 20
+# How far one compiled walk goes before the loop looks at aborts and the throttle again, and
+# how far ahead of the key scan a worker maps pages in.
+WALK_BYTES = 4 << 20
 
 
 @dataclass
@@ -162,6 +165,8 @@ class Cleaner:
                 self.check_done()
                 until = min(size, position + WALK_BYTES)
                 if compiled is not None:
+                    if until < size:  # the next stretch gets mapped while this one is parsed
+                        seg.log.page_in_ahead(until, min(size, until + WALK_BYTES))
                     walked = map_region(
                         compiled, view, seg.base_offset, position, until, start=start,
                         max_batch_size=self._buffer_size,

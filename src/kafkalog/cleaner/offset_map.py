@@ -10,7 +10,9 @@ probing a bytearray in Python costs ~10x more per record. A dict entry takes ~10
 than 24, so a map holds the same number of keys as Kafka's in about 4x the memory.
 With the compiled codec the map is ``_fastcodec.KeyOffsetMap`` instead (``compiled``): the
 same capacity in keys, keys kept whole and compared exactly (so no collisions at all), about
-24 bytes plus the key per entry, and the cleaner hands it whole batches.
+56 bytes plus the key per entry, and the cleaner hands it whole runs of batches. Its key scan
+also keeps notes (8 bytes a record, at most half the dedupe buffer) so the recopy need not
+parse those records again; past that budget the recopy parses them, as before.
 Refuses: persistence (it is cleared before each round) and keys it cannot hash (None).
 """
 

@@ -15,10 +15,10 @@
 /* ---- KeyOffsetMap ----------------------------------------------------------------------- */
 
 static int map_alloc(KeyOffsetMap *self, Py_ssize_t capacity) {
-    Slot *slots = PyMem_Malloc((size_t)capacity * sizeof(Slot));
-    if (!slots) { PyErr_NoMemory(); return -1; }
+    Slot *slots = PyMem_RawMalloc((size_t)capacity * sizeof(Slot));
+    if (!slots) { no_memory(); return -1; }
     memset(slots, 0xFF, (size_t)capacity * sizeof(Slot)); /* key == -1 everywhere */
-    PyMem_Free(self->slots);
+    PyMem_RawFree(self->slots);
     self->slots = slots;
     self->mask = capacity - 1;
     return 0;
@@ -46,11 +46,11 @@ static int KeyOffsetMap_init(KeyOffsetMap *self, PyObject *args, PyObject *kw) {
 }
 
 static void KeyOffsetMap_dealloc(KeyOffsetMap *self) {
-    PyMem_Free(self->slots);
-    PyMem_Free(self->spans);
-    PyMem_Free(self->stamps);
-    PyMem_Free(self->keep);
-    PyMem_Free(self->codes);
+    PyMem_RawFree(self->slots);
+    PyMem_RawFree(self->spans);
+    PyMem_RawFree(self->stamps);
+    PyMem_RawFree(self->keep);
+    PyMem_RawFree(self->codes);
     buf_free(&self->arena);
     buf_free(&self->latest);
     buf_free(&self->logged_batches);
@@ -70,12 +70,11 @@ static int map_grow(KeyOffsetMap *self) {
         while (self->slots[j].key >= 0) j = (j + 1) & self->mask;
         self->slots[j] = old[i];
     }
-    PyMem_Free(old);
+    PyMem_RawFree(old);
     return 0;
 }
 
 Py_ssize_t map_put(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n, int64_t offset) {
-    if (n > UINT32_MAX) { PyErr_SetString(PyExc_OverflowError, "key too long"); return -1; }
     uint32_t hash = murmur2(key, n);
     Slot *s = map_find(self, key, (uint32_t)n, hash);
     if (s->key < 0) {
@@ -99,6 +98,11 @@ static PyObject *KeyOffsetMap_put(KeyOffsetMap *self, PyObject *args) {
     Py_buffer key;
     long long offset;
     if (!PyArg_ParseTuple(args, "y*L", &key, &offset)) return NULL;
+    if (key.len > UINT32_MAX) {
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_OverflowError, "key too long");
+        return NULL;
+    }
     Py_ssize_t id = map_put(self, key.buf, key.len, offset);
     PyBuffer_Release(&key);
     if (id < 0) return NULL;
@@ -136,28 +140,31 @@ int scratch_reserve(KeyOffsetMap *self, Py_ssize_t count) {
     if (count <= self->scratch) return 0;
     Py_ssize_t n = self->scratch ? self->scratch : 256;
     while (n < count) n *= 2;
-    RecordSpan *spans = PyMem_Realloc(self->spans, (size_t)n * sizeof(RecordSpan));
+    RecordSpan *spans = PyMem_RawRealloc(self->spans, (size_t)n * sizeof(RecordSpan));
     if (spans) self->spans = spans;
-    int64_t *stamps = spans ? PyMem_Realloc(self->stamps, (size_t)n * sizeof(int64_t)) : NULL;
+    int64_t *stamps = spans ? PyMem_RawRealloc(self->stamps, (size_t)n * sizeof(int64_t)) : NULL;
     if (stamps) self->stamps = stamps;
-    uint8_t *keep = stamps ? PyMem_Realloc(self->keep, (size_t)n) : NULL;
+    uint8_t *keep = stamps ? PyMem_RawRealloc(self->keep, (size_t)n) : NULL;
     if (keep) self->keep = keep;
-    int32_t *codes = keep ? PyMem_Realloc(self->codes, (size_t)n * sizeof(int32_t)) : NULL;
-    if (!codes) { PyErr_NoMemory(); return -1; }
+    int32_t *codes = keep ? PyMem_RawRealloc(self->codes, (size_t)n * sizeof(int32_t)) : NULL;
+    if (!codes) { no_memory(); return -1; }
     self->codes = codes;
     self->scratch = n;
     return 0;
 }
 
 /* Parse all `count` records of a region up front, timestamps included, into the map's scratch
- * (spans, stamps), as the reference decodes a whole batch before looking at any record. */
+ * (spans, stamps), as the reference decodes a whole batch before looking at any record.
+ * -1: damage; -2: out of memory. A record takes at least 7 bytes, so a count the region
+ * cannot hold fails on parsing, as in the reference, before it can exhaust memory. */
 int parse_all(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t end, Py_ssize_t count,
-                     int64_t base_ts, int has_lat, int64_t lat) {
+              int64_t base_ts, int has_lat, int64_t lat) {
     if (count < 0) {
         corrupt("negative record count", 0);
         return -1;
     }
-    if (scratch_reserve(self, count) < 0) return -1;
+    Py_ssize_t room = end / 7 + 1;
+    if (scratch_reserve(self, count < room ? count : room) < 0) return -2;
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (parse_record(d, end, &pos, &self->spans[i]) < 0 ||

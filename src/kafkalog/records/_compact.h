@@ -43,7 +43,7 @@ typedef struct {
      * order, from log_cursor */
     Buf logged_batches, logged_records;
     Py_ssize_t log_limit, log_cursor;
-} KeyOffsetMap;
+} KeyOffsetMap; /* not thread-safe: the key scan uses it without the GIL */
 
 static inline Slot *map_find(KeyOffsetMap *self, const uint8_t *key, uint32_t len, uint32_t hash) {
     Py_ssize_t i = (Py_ssize_t)hash & self->mask;

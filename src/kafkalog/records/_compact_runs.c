@@ -43,35 +43,39 @@ PyObject *KeyOffsetMap_map_region(KeyOffsetMap *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, until, end, max_size, read = 0;
     long long segment, start;
-    int full = 0, loggable;
+    int full = 0, loggable, no_memory = 0;
     if (!PyArg_ParseTuple(args, "y*LnnnLn", &view, &segment, &pos, &until, &end, &start,
                           &max_size))
         return NULL;
     const uint8_t *d = view.buf;
     if (end > view.len) end = view.len;
     BatchHead b;
+    /* Nothing below touches a Python object: other threads run meanwhile (one may be paging in
+     * the rest of this buffer). Damage just stops the walk; the scanner path reports it. */
+    Py_BEGIN_ALLOW_THREADS
     while (pos < until && simple_batch(d, pos, end, max_size, &b)) {
         const uint8_t *records = d + pos + V2_HEADER_SIZE;
         int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
-        if (parse_all(self, records, b.size - V2_HEADER_SIZE, b.count, b.base_timestamp, has_lat,
-                      b.max_timestamp) < 0) {
-            if (!PyErr_ExceptionMatches(CorruptRecords)) goto fail;
-            PyErr_Clear(); /* the scanner path reports it */
+        int parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count, b.base_timestamp,
+                               has_lat, b.max_timestamp);
+        if (parsed < 0) {
+            no_memory = parsed == -2;
             break;
         }
         Py_ssize_t n = map_parsed(self, records, b.count, b.base_offset, start, &full, &loggable);
-        if (n < 0) goto fail;
+        if (n < 0 || (!full && loggable && log_batch(self, segment, pos, &b) < 0)) {
+            no_memory = 1;
+            break;
+        }
         read += n;
         if (full) break;
-        if (loggable && log_batch(self, segment, pos, &b) < 0) goto fail;
         if (b.last_offset >= start) self->latest_offset = b.last_offset;
         pos += b.size;
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    if (no_memory) return PyErr_NoMemory();
     return Py_BuildValue("(nnO)", pos, read, full ? Py_True : Py_False);
-fail:
-    PyBuffer_Release(&view);
-    return NULL;
 }
 
 /* The key scan's notes on the batch at `position` of `segment`, if it took them. The recopy
@@ -156,10 +160,11 @@ PyObject *KeyOffsetMap_filter_region(KeyOffsetMap *self, PyObject *args) {
         } else {
             const uint8_t *records = d + pos + V2_HEADER_SIZE;
             int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
-            if (parse_all(self, records, b.size - V2_HEADER_SIZE, b.count, b.base_timestamp,
-                          has_lat, b.max_timestamp) < 0) {
-                if (!PyErr_ExceptionMatches(CorruptRecords)) goto fail;
-                PyErr_Clear(); /* the scanner path reports it */
+            int parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count,
+                                   b.base_timestamp, has_lat, b.max_timestamp);
+            if (parsed == -2) goto fail;
+            if (parsed < 0) {
+                PyErr_Clear(); /* damage: the scanner path reports it */
                 break;
             }
             decide(self, records, b.count, b.base_offset, keep_tombstones, &v);

@@ -12,6 +12,13 @@
 extern PyObject *CorruptRecords;
 extern PyObject *InvalidRecords;
 
+/* The cleaner's key scan runs these helpers with the GIL released (see _compact_runs.c), so
+ * they allocate with PyMem_Raw* and set an exception only when the GIL is held; without it a
+ * failure is just the return code, and the caller raises once it holds the GIL again. */
+static inline void no_memory(void) {
+    if (PyGILState_Check()) PyErr_NoMemory();
+}
+
 /* ---- growable buffers ------------------------------------------------------------------- */
 
 typedef struct {
@@ -23,8 +30,8 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (b->len + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->p, (size_t)cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
+    char *p = PyMem_RawRealloc(b->p, (size_t)cap);
+    if (!p) { no_memory(); return -1; }
     b->p = p;
     b->cap = cap;
     return 0;
@@ -51,7 +58,7 @@ static inline int buf_offset(Buf *offsets, Py_ssize_t data_len) {
 }
 
 static inline void buf_free(Buf *b) {
-    PyMem_Free(b->p);
+    PyMem_RawFree(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
 }
@@ -59,6 +66,7 @@ static inline void buf_free(Buf *b) {
 /* ---- varints, with the reference's limits ------------------------------------------------ */
 
 static inline void corrupt(const char *message, Py_ssize_t position) {
+    if (!PyGILState_Check()) return; /* a walk without the GIL stops; the scanner path says why */
     PyObject *args = Py_BuildValue("(sn)", message, position);
     if (args) {
         PyErr_SetObject(CorruptRecords, args);
@@ -151,6 +159,31 @@ typedef struct {
     Py_ssize_t key_pos, value_pos, headers_pos; /* headers_pos: after the header count */
 } RecordSpan;
 
+/* Well-formed UTF-8 (Unicode 3-7), exactly what Python's strict decoder accepts: no overlong
+ * forms, no surrogates, nothing above U+10FFFF. */
+static inline int utf8_valid(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF; /* the range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF) more = 1;
+        else if (c == 0xE0) { more = 2; lo = 0xA0; }
+        else if (c == 0xED) { more = 2; hi = 0x9F; }
+        else if (c >= 0xE1 && c <= 0xEF) more = 2;
+        else if (c == 0xF0) { more = 3; lo = 0x90; }
+        else if (c == 0xF4) { more = 3; hi = 0x8F; }
+        else if (c >= 0xF1 && c <= 0xF3) more = 3;
+        else return 0;
+        if (n - i - 1 < more || s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k <= more; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
 /* Walk the headers from their count at *pos (*first: the first header): lengths in bounds, keys UTF-8 (the reference
  * decodes them to str). */
 static inline int check_headers(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t rec_end,
@@ -169,13 +202,10 @@ static inline int check_headers(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t re
             corrupt("record has an invalid header key length", start);
             return -1;
         }
-        PyObject *check = PyUnicode_DecodeUTF8((const char *)d + *pos, n, "strict");
-        if (!check) {
-            PyErr_Clear();
+        if (!utf8_valid(d + *pos, n)) {
             corrupt("record has a header key that is not UTF-8", start);
             return -1;
         }
-        Py_DECREF(check);
         *pos += n;
         if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
         if (n < -1 || (n >= 0 && *pos + n > rec_end)) {
