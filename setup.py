@@ -1,7 +1,8 @@
 """Build hook for the optional compiled fast path; everything else lives in pyproject.toml.
 
-The extension is optional: with no C compiler the build goes on and kafkalog runs on its
-pure-Python reference codec (kafkalog.records.columnar picks whichever is there).
+The extensions are optional: with no C compiler the build goes on and kafkalog runs on its
+pure-Python reference codec (kafkalog.records.columnar picks whichever is there) and pages
+segments in through mmap.madvise (kafkalog.storage.file_records).
 """
 
 from setuptools import Extension, setup
@@ -18,6 +19,12 @@ setup(
             depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_compact.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
-        )
+        ),
+        Extension(
+            "kafkalog.storage._pagein",
+            ["src/kafkalog/storage/_pagein.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
     ]
 )

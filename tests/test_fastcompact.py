@@ -193,6 +193,30 @@ def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
     assert (m.size, m.latest_offset, m.get(b"a")) == (0, -1, -1)
 
 
+@needs_compiled
+def test_the_key_scans_notes_stay_within_their_budget_batch_notes_included() -> None:
+    """One record a batch: the notes on the batches, not on their records, dominate -- they
+    count against the log limit too, or a log of small batches would outgrow the map's
+    memory (log.cleaner.dedupe.buffer.size)."""
+    from kafkalog.records.fastcompact import compiled_offset_map, map_region
+
+    data = b"".join(
+        bytes(MemoryRecords.build([Record(b"v", b"k%d" % i, timestamp=NOW)], base_offset=i))
+        for i in range(300)
+    )
+    budget = 2000
+    before = fast_codec() is not None
+    use_fast_path(True)
+    try:
+        compiled = compiled_offset_map(1000, budget)
+    finally:
+        use_fast_path(before)
+    assert compiled is not None
+    walked = map_region(compiled, data, 0, 0, len(data), start=0, max_batch_size=1 << 20)
+    assert (walked.position, walked.read, walked.full) == (len(data), 300, False)
+    assert 0 < compiled.log_size <= budget
+
+
 def header_key_batch(key: bytes) -> bytes:
     """One record whose header key is ``key``, valid UTF-8 or not, under a valid CRC."""
     placeholder = "\u00b5" * len(key)  # two bytes a character: found, then overwritten

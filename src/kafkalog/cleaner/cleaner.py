@@ -55,6 +55,7 @@ class CleanerStats:
     first_dirty_offset: int = 0
     end_offset: int = 0
     elapsed_ns: int = 0
+    map_elapsed_ns: int = 0  # of elapsed_ns, building the offset map (Kafka's elapsedIndexSecs)
     counters: CleanerCounters = field(default_factory=CleanerCounters)
 
     @property
@@ -107,6 +108,7 @@ class Cleaner:
         max_message = max(log.config.max_message_bytes, self.config.max_message_size)
         self.offset_map.clear()
         self._build_offset_map(log, to_clean.first_dirty_offset, upper, max_message, stats)
+        stats.map_elapsed_ns = self.clock.nanoseconds() - start_ns
         end_offset = self.offset_map.latest_offset + 1
         stats.end_offset = end_offset
         stats.buffer_utilization = self.offset_map.utilization

@@ -276,7 +276,8 @@ class LogCleaner:
         self.results = [*self.results[-99:], result]
         if stats is not None:
             logger.info(
-                "cleaned %s: offsets [%d, %d), %d -> %d bytes, %d -> %d records in %.1f ms",
+                "cleaned %s: offsets [%d, %d), %d -> %d bytes, %d -> %d records in %.1f ms "
+                "(%.1f ms building the offset map)",
                 tp,
                 to_clean.first_dirty_offset,
                 stats.end_offset,
@@ -285,6 +286,7 @@ class LogCleaner:
                 stats.messages_read,
                 stats.messages_written,
                 stats.elapsed_ns / 1e6,
+                stats.map_elapsed_ns / 1e6,
             )
         return result
 

@@ -373,6 +373,10 @@ static PyObject *get_size(KeyOffsetMap *self, void *Py_UNUSED(c)) {
     return PyLong_FromSsize_t(self->size);
 }
 
+static PyObject *get_log_size(KeyOffsetMap *self, void *Py_UNUSED(c)) {
+    return PyLong_FromSsize_t(self->logged_batches.len + self->logged_records.len);
+}
+
 static PyObject *get_latest(KeyOffsetMap *self, void *Py_UNUSED(c)) {
     return PyLong_FromLongLong(self->latest_offset);
 }
@@ -387,6 +391,7 @@ static int set_latest(KeyOffsetMap *self, PyObject *value, void *Py_UNUSED(c)) {
 
 static PyGetSetDef KeyOffsetMap_getset[] = {
     {"size", (getter)get_size, NULL, "keys in the map", NULL},
+    {"log_size", (getter)get_log_size, NULL, "bytes of notes kept for the recopy", NULL},
     {"latest_offset", (getter)get_latest, (setter)set_latest, "the last offset mapped", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -415,7 +420,7 @@ static PyTypeObject KeyOffsetMapType = {
     .tp_basicsize = sizeof(KeyOffsetMap),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "KeyOffsetMap(limit, log_limit=0): key -> latest offset for one cleaning round; "
-              "the key scan remembers up to log_limit bytes of records for the recopy",
+              "the key scan keeps up to log_limit bytes of notes (batches and records) for the recopy",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)KeyOffsetMap_init,
     .tp_dealloc = (destructor)KeyOffsetMap_dealloc,

@@ -17,7 +17,10 @@
 static int log_batch(KeyOffsetMap *self, int64_t segment, Py_ssize_t position,
                      const BatchHead *b) {
     Py_ssize_t bytes = (Py_ssize_t)b->count * (Py_ssize_t)sizeof(LoggedRecord);
-    if (self->logged_records.len + bytes > self->log_limit) return 0;
+    /* the batch notes count too: with one record a batch they would outweigh the records */
+    if (self->logged_records.len + self->logged_batches.len + bytes +
+            (Py_ssize_t)sizeof(LoggedBatch) > self->log_limit)
+        return 0;
     LoggedBatch entry = {segment, position, b->base_offset,
                          self->logged_records.len / (Py_ssize_t)sizeof(LoggedRecord), b->count};
     if (buf_reserve(&self->logged_records, bytes) < 0 ||

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,17 +22,12 @@ from typing import TYPE_CHECKING, cast
 from kafkalog.errors import CorruptRecordError, KafkaLogError, LogClosedError
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords
 from kafkalog.records.scanner import batch_extent
-from kafkalog.storage.background import BackgroundJob, BackgroundWorker
+from kafkalog.storage import page_in as paging
+from kafkalog.storage.background import BackgroundJob
 from kafkalog.types import INT32_MAX
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-# MADV_POPULATE_READ (Linux 5.14; Python 3.11's mmap does not name it yet); None: unavailable
-_populate_read: int | None = getattr(
-    mmap, "MADV_POPULATE_READ", 22 if sys.platform == "linux" else None
-)
-_PAGE_IN = BackgroundWorker("kafkalog-pagein")
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,32 +232,30 @@ class FileRecords:
 
     def page_in(self, start: int, end: int) -> bool:
         """Map the pages of data ``[start, end)`` into this process's page tables now, in one
-        call (Linux's MADV_POPULATE_READ), rather than at a page fault every few pages as a walk
+        call (kafkalog.storage.page_in), rather than at a page fault every few pages as a walk
         touches them. Best effort: False where the kernel cannot or the range is not mapped."""
-        global _populate_read  # noqa: PLW0603 -- learnt once per process
-        if _populate_read is None:
+        if paging.populate_read is None:
             return False
         with self._map_lock:
             mapping = self._map
             end = min(end, self._size, self._map_length)
             if mapping is None or end <= start:
                 return False
-            aligned = start - start % mmap.PAGESIZE
-            try:
-                mapping.madvise(_populate_read, aligned, end - aligned)
-            except OSError:
-                _populate_read = None  # EINVAL: a kernel before 5.14
-                return False
+            try:  # the view pins the mapping; the lock is let go, as the walk needs it meanwhile
+                view = memoryview(mapping)
             except ValueError:  # closed meanwhile
                 return False
-        return True
+        try:
+            return paging.populate(view, start, end)
+        finally:
+            view.release()
 
     def page_in_ahead(self, start: int, end: int) -> BackgroundJob | None:
         """``page_in`` on a worker thread, so a walk over the range before it does not wait;
         None where paging in is not possible. Waiting on the job is optional."""
-        if _populate_read is None:
+        if paging.populate_read is None:
             return None
-        return _PAGE_IN.submit(BackgroundJob(lambda: self.page_in(start, end)))
+        return paging.WORKER.submit(BackgroundJob(lambda: self.page_in(start, end)))
 
     @contextmanager
     def scanner(

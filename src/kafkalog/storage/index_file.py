@@ -192,7 +192,9 @@ class IndexFile:
                 return
             self._write_pending()
             if self.writable:
-                os.fsync(self._fd)
+                # Kafka forces the index's mapping (msync), which syncs data and the size only,
+                # not timestamps: fdatasync is that, at about 3/4 of fsync's cost here
+                os.fdatasync(self._fd)
 
     def close(self) -> None:
         with self._lock:
