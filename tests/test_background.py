@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import threading
 from pathlib import Path
 
@@ -33,79 +32,85 @@ def test_jobs_run_in_order_on_the_worker_and_hand_back_their_errors() -> None:
             failing.wait()
 
 
-def test_paging_in_a_mapped_range_leaves_the_data_as_it_was(tmp_path: Path) -> None:
+def test_paging_in_a_range_leaves_the_data_as_it_was(tmp_path: Path) -> None:
+    if not page_in.available():
+        pytest.skip("the _pagein extension is not built")
     data = bytes(range(256)) * 4096  # 1 MiB
     records = FileRecords(tmp_path / "00000000000000000000.log")
     records.append(data)
     try:
-        assert not records.page_in(0, len(data))  # nothing mapped yet: nothing to do
+        assert records.page_in(0, 4096)  # nothing mapped yet: the mapping is made
         with records.mapped() as view:
-            done = records.page_in(4097, len(data) + 4096)  # unaligned, past the end: clipped
-            if page_in.populate_read is None:
-                pytest.skip("this kernel cannot populate page tables on request")
-            assert done
+            assert records.page_in(4097, len(data) + 4096)  # unaligned, past the end: clipped
             job = records.page_in_ahead(0, 1 << 20)
             assert job is not None
             job.wait()
             assert bytes(view) == data
         assert not records.page_in(10, 10)  # an empty range
+        assert not records.page_in(len(data), len(data) + 10)  # nothing there
     finally:
         records.close()
+    assert not records.page_in(0, 10)  # closed: nothing to do, no error
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_page_in_works_with_and_without_the_gil_free_helper(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
-) -> None:
-    if compiled and page_in.helper is None:
-        pytest.skip("the _pagein extension is not built")
-    if page_in.populate_read is None:
-        pytest.skip("this kernel cannot populate page tables on request")
-    if not compiled:
-        monkeypatch.setattr(page_in, "helper", None)  # mmap.madvise, under the GIL
-    data = bytes(range(256)) * 64
-    records = FileRecords(tmp_path / "00000000000000000000.log")
-    records.append(data)
-    try:
-        with records.mapped() as view:
-            assert records.page_in(100, len(data))
-            assert bytes(view) == data
-    finally:
-        records.close()
-
-
-def test_the_helper_says_what_the_kernel_refused() -> None:
-    helper = page_in.helper
-    if helper is None:
-        pytest.skip("the _pagein extension is not built")
-    buffer = bytearray(1 << 16)
-    helper.madvise(buffer, 10, 10, 0)  # an empty range: nothing asked
-    helper.madvise(buffer, 0, 1 << 20, 0)  # clipped to the buffer; MADV_NORMAL is harmless
-    with pytest.raises(OSError) as refused:
-        helper.madvise(buffer, 0, len(buffer), 12345)  # no such advice
-    assert refused.value.errno == errno.EINVAL
-
-
-def test_a_kernel_without_populate_read_stops_being_asked(
+def test_without_the_helper_nothing_is_paged_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if page_in.populate_read is None:
-        pytest.skip("this kernel cannot populate page tables on request")
-
-    def refuse(*args: object) -> None:
-        raise OSError(errno.EINVAL, "Invalid argument")
-
-    class Refusing:
-        madvise = staticmethod(refuse)
-
-    monkeypatch.setattr(page_in, "helper", Refusing)
-    monkeypatch.setattr(page_in, "populate_read", page_in.populate_read)
+    monkeypatch.setattr(page_in, "helper", None)  # a Python loop would hold the walk's GIL
     records = FileRecords(tmp_path / "00000000000000000000.log")
     records.append(b"x" * 8192)
     try:
         with records.mapped():
             assert not records.page_in(0, 8192)
-            assert page_in.populate_read is None
-            assert records.page_in_ahead(0, 8192) is None  # not asked again
+            assert records.page_in_ahead(0, 8192) is None
     finally:
+        records.close()
+
+
+def test_the_helper_reads_only_inside_its_buffer() -> None:
+    helper = page_in.helper
+    if helper is None:
+        pytest.skip("the _pagein extension is not built")
+    buffer = bytearray(b"\x01" * (1 << 16))
+    helper.touch(buffer, 10, 10, 4096)  # an empty range
+    helper.touch(buffer, -5, 1 << 30, 4096)  # clipped to the buffer
+    helper.touch(memoryview(buffer)[100:], 0, 1 << 16, 1)  # every byte, unaligned start
+    assert buffer == b"\x01" * (1 << 16)  # read, never written
+    with pytest.raises(ValueError, match="stride must be positive"):
+        helper.touch(buffer, 0, 10, 0)
+
+
+def test_truncation_waits_for_a_page_in_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page-in reads the mapping off the lock; a read past a truncated end would be SIGBUS,
+    so truncation must not cut the file until the page-in is done."""
+    started, release = threading.Event(), threading.Event()
+
+    class Blocking:
+        @staticmethod
+        def touch(buffer: object, start: int, end: int, stride: int) -> None:
+            started.set()
+            assert release.wait(10)
+
+    monkeypatch.setattr(page_in, "helper", Blocking)
+    records = FileRecords(tmp_path / "00000000000000000000.log")
+    records.append(b"x" * 65536)
+    try:
+        paging = threading.Thread(target=records.page_in, args=(0, 65536))
+        paging.start()
+        assert started.wait(10)
+        truncating = threading.Thread(target=records.truncate_to, args=(0,))
+        truncating.start()
+        truncating.join(0.3)
+        assert truncating.is_alive()  # still waiting for the page-in
+        assert (tmp_path / "00000000000000000000.log").stat().st_size == 65536
+        release.set()
+        paging.join(10)
+        truncating.join(10)
+        assert not truncating.is_alive()
+        assert records.size == 0
+        assert (tmp_path / "00000000000000000000.log").stat().st_size == 0
+    finally:
+        release.set()
         records.close()

@@ -145,13 +145,15 @@ class Cleaner:
         txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
         for i, seg in enumerate(dirty):
             self.check_done()
-            next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(seg, start, next_base, txns, max_message, stats):
+            following = dirty[i + 1] if i + 1 < len(dirty) else None
+            next_base = following.base_offset if following is not None else end
+            if self._map_segment(seg, following, start, next_base, txns, max_message, stats):
                 return  # full: the round ends at the last key mapped
 
     def _map_segment(
         self,
         seg: LogSegment,
+        following: LogSegment | None,
         start: int,
         next_base: int,
         txns: CleanedTransactionMetadata,
@@ -163,12 +165,16 @@ class Cleaner:
         position = seg.offset_index.lookup(start).position
         size = seg.size
         with seg.log.mapped(size) as view:
+            if compiled is not None:  # usually asked for by the walk before: then quick
+                seg.log.page_in_ahead(position, min(size, position + WALK_BYTES))
             while position < size:
                 self.check_done()
                 until = min(size, position + WALK_BYTES)
-                if compiled is not None:
-                    if until < size:  # the next stretch gets mapped while this one is parsed
+                if compiled is not None:  # the next stretch gets mapped while this one is parsed
+                    if until < size:
                         seg.log.page_in_ahead(until, min(size, until + WALK_BYTES))
+                    elif following is not None:
+                        following.log.page_in_ahead(0, WALK_BYTES)
                     walked = map_region(
                         compiled, view, seg.base_offset, position, until, start=start,
                         max_batch_size=self._buffer_size,
@@ -316,7 +322,7 @@ class Cleaner:
                     view, source.base_offset, position, until, self._buffer_size
                 )
                 if walked is not None:
-                    self._write(dest, _region_result(view, position, walked), stats)
+                    self._copy_kept(dest, view, position, walked, stats)
                     position = walked.position
                     if position >= until:
                         continue
@@ -330,48 +336,56 @@ class Cleaner:
         self._buffer_size = self.config.io_buffer_per_thread
 
     def _write(self, dest: LogSegment, result: FilterResult, stats: CleanerStats) -> None:
-        self.throttler.maybe_throttle(result.bytes_read)
-        stats.bytes_read += result.bytes_read
-        stats.messages_read += result.messages_read
-        stats.messages_written += result.messages_retained
-        if result.output:
-            self._append_runs(dest, result.output, result.retained)
-            stats.bytes_written += len(result.output)
-            self.throttler.maybe_throttle(len(result.output))
+        self._count(result.bytes_read, result.messages_read, result.messages_retained, stats)
+        written = self._append_runs(dest, memoryview(result.output), result.retained)
+        stats.bytes_written += written
+        self.throttler.maybe_throttle(written)
+
+    def _copy_kept(
+        self,
+        dest: LogSegment,
+        view: memoryview,
+        start: int,
+        walked: FilteredRegion,
+        stats: CleanerStats,
+    ) -> None:
+        """What the compiled walk kept, appended straight from the source mapping: the batches
+        stay as they are, so there is nothing to build and no copy to make first."""
+        self._count(walked.position - start, walked.read, walked.kept, stats)
+        retained = [
+            RetainedBatch(position, size, last_offset, max_timestamp, last_offset)
+            for position, size, last_offset, max_timestamp in walked.batches
+        ]
+        written = self._append_runs(dest, view, retained)
+        stats.bytes_written += written
+        self.throttler.maybe_throttle(written)
+
+    def _count(self, read_bytes: int, read: int, retained: int, stats: CleanerStats) -> None:
+        self.throttler.maybe_throttle(read_bytes)
+        stats.bytes_read += read_bytes
+        stats.messages_read += read
+        stats.messages_written += retained
 
     @staticmethod
-    def _append_runs(dest: LogSegment, output: bytearray, retained: list[RetainedBatch]) -> None:
-        """Append in runs of about ``index.interval.bytes``, so the cleaned segment's indexes are
-        as fine as those a leader writes (one append per read chunk would leave one entry)."""
-        out = memoryview(output)
+    def _append_runs(dest: LogSegment, data: memoryview, retained: list[RetainedBatch]) -> int:
+        """Append the ``retained`` batches of ``data`` in runs of adjacent batches of about
+        ``index.interval.bytes``, so the cleaned segment's indexes are as fine as those a
+        leader writes (one append per read chunk would leave one entry); return the bytes."""
         interval = dest.params.index_interval_bytes
-        first = 0
+        written = first = 0
         for j, rb in enumerate(retained):
             end = rb.position + rb.size
             start = retained[first].position
-            if end - start < interval and j < len(retained) - 1:
+            adjacent = j + 1 < len(retained) and retained[j + 1].position == end
+            if end - start < interval and adjacent:
                 continue
             top = max(retained[first : j + 1], key=lambda r: r.max_timestamp)
             dest.append(
                 rb.last_offset,
                 top.max_timestamp,
                 top.shallow_offset_of_max_timestamp,
-                out[start:end],
+                data[start:end],
             )
+            written += end - start
             first = j + 1
-
-
-def _region_result(view: memoryview, start: int, walked: FilteredRegion) -> FilterResult:
-    """A FilterResult for what the compiled walk did: the batches it kept, copied whole."""
-    result = FilterResult(
-        bytes_read=walked.position - start,
-        messages_read=walked.read,
-        messages_retained=walked.kept,
-    )
-    out = result.output
-    for position, size, last_offset, max_timestamp in walked.batches:
-        result.retained.append(
-            RetainedBatch(len(out), size, last_offset, max_timestamp, last_offset)
-        )
-        out += view[position : position + size]
-    return result
+        return written

@@ -1,4 +1,5 @@
-# The compiled helper in _pagein.c: madvise(2) over buffer[start:end], the GIL released.
+# The compiled helper in _pagein.c: a read every `stride` bytes of buffer[start:end], the GIL
+# released.
 from typing_extensions import Buffer
 
-def madvise(buffer: Buffer, start: int, end: int, advice: int, /) -> None: ...
+def touch(buffer: Buffer, start: int, end: int, stride: int, /) -> None: ...

@@ -105,6 +105,10 @@ class FileRecords:
         else:
             self._size = physical
         self._map_lock = threading.Lock()
+        # Page-ins read the mapping off the lock; a read past a truncated end would be SIGBUS,
+        # so truncation waits for the page-ins under way (at most one stretch each).
+        self._paging_in = 0
+        self._page_ins_done = threading.Condition(self._map_lock)
         # Readers pin the descriptor: closing a segment (retention, compaction) while another
         # thread is inside pread would let the number be reused by a newly opened file, and the
         # read would silently come from that file. A pinned descriptor closes when unpinned.
@@ -212,15 +216,18 @@ class FileRecords:
 
     def _mapping(self, end: int) -> mmap.mmap | None:
         with self._map_lock:
-            if self._map is None or self._map_length < end:
-                fd = self._check_open()
-                length = os.fstat(fd).st_size
-                if length == 0:
-                    return None
-                self._drop_map_locked()
-                self._map = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
-                self._map_length = length
-            return self._map
+            return self._mapping_locked(end)
+
+    def _mapping_locked(self, end: int) -> mmap.mmap | None:
+        if self._map is None or self._map_length < end:
+            fd = self._check_open()
+            length = os.fstat(fd).st_size
+            if length == 0:
+                return None
+            self._drop_map_locked()
+            self._map = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+            self._map_length = length
+        return self._map
 
     def _drop_map_locked(self) -> None:
         if self._map is not None:
@@ -231,31 +238,44 @@ class FileRecords:
             self._map_length = 0
 
     def page_in(self, start: int, end: int) -> bool:
-        """Map the pages of data ``[start, end)`` into this process's page tables now, in one
-        call (kafkalog.storage.page_in), rather than at a page fault every few pages as a walk
-        touches them. Best effort: False where the kernel cannot or the range is not mapped."""
-        if paging.populate_read is None:
+        """Map the pages of data ``[start, end)`` into this process's page tables now
+        (kafkalog.storage.page_in), rather than at a fault every page as a walk first touches
+        them; the mapping is made if there is none yet, so that a walk can be given the next
+        segment's first stretch. Best effort: False where it cannot be done."""
+        if not paging.available():
             return False
         with self._map_lock:
-            mapping = self._map
-            end = min(end, self._size, self._map_length)
+            end = min(end, self._size)
+            mapping = self._mapping_locked(end) if end > start and self._fd is not None else None
+            end = min(end, self._map_length)
             if mapping is None or end <= start:
                 return False
             try:  # the view pins the mapping; the lock is let go, as the walk needs it meanwhile
                 view = memoryview(mapping)
             except ValueError:  # closed meanwhile
                 return False
+            self._paging_in += 1
         try:
             return paging.populate(view, start, end)
         finally:
             view.release()
+            with self._map_lock:
+                self._paging_in -= 1
+                self._page_ins_done.notify_all()
 
     def page_in_ahead(self, start: int, end: int) -> BackgroundJob | None:
         """``page_in`` on a worker thread, so a walk over the range before it does not wait;
         None where paging in is not possible. Waiting on the job is optional."""
-        if paging.populate_read is None:
+        if not paging.available():
             return None
         return paging.WORKER.submit(BackgroundJob(lambda: self.page_in(start, end)))
+
+    def _shrink_file(self, fd: int, size: int) -> None:
+        """ftruncate once no page-in can still be reading the part cut off."""
+        with self._map_lock:
+            self._drop_map_locked()
+            self._page_ins_done.wait_for(lambda: self._paging_in == 0)
+            os.ftruncate(fd, size)  # under the lock: no new mapping of the old length meanwhile
 
     @contextmanager
     def scanner(
@@ -353,9 +373,7 @@ class FileRecords:
             )
         removed = self._size - target_size
         if removed or os.fstat(fd).st_size != target_size:
-            with self._map_lock:
-                self._drop_map_locked()
-            os.ftruncate(fd, target_size)
+            self._shrink_file(fd, target_size)
         self._size = target_size
         return removed
 
@@ -363,9 +381,7 @@ class FileRecords:
         """Shrink a preallocated file to its data."""
         fd = self._check_open()
         if os.fstat(fd).st_size != self._size:
-            with self._map_lock:
-                self._drop_map_locked()
-            os.ftruncate(fd, self._size)
+            self._shrink_file(fd, self._size)
 
     def flush(self) -> None:
         os.fdatasync(self._check_open())
