@@ -3,10 +3,7 @@ map, the pure selection rules, and cleaning rounds on real logs."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -566,75 +563,3 @@ def test_a_failing_partition_is_marked_uncleanable(tmp_path: Path) -> None:
     assert result.error is not None and "CorruptRecordError" in result.error
     assert TP in cleaner.manager.uncleanable[log.directory.parent]
     assert cleaner.run_once() == []
-
-
-# --- a group is swapped in on a worker while the next one is recopied -------------------------
-
-
-def many_groups_log(tmp_path: Path, clock: ManualClock) -> tuple[Log, dict[str, str | None]]:
-    log = open_log(tmp_path, clock)
-    for i in range(120):
-        put(log, clock, f"k{i % 5}", f"v{i}")
-    log.roll()
-    assert log.number_of_segments > 4  # several groups of 1 KiB segments
-    return log, latest(log)
-
-
-def test_a_failed_swap_removes_the_next_groups_cleaned_files_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = ManualClock(NOW)
-    log, before = many_groups_log(tmp_path, clock)
-    records_before = data(log)
-
-    def failing_swap(*args: object) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(Log, "replace_segments", failing_swap)
-    (result,) = cleaner_for(log, clock).run_once()
-    assert result.error is not None and "disk full" in result.error
-    directory = tmp_path / "t-0"
-    assert not list(directory.glob("*.cleaned")) and not list(directory.glob("*.swap"))
-    assert data(log) == records_before and latest(log) == before
-    log.close()
-
-
-def test_an_abort_in_the_next_group_waits_for_the_group_before_to_be_swapped_in(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = ManualClock(NOW)
-    log, before = many_groups_log(tmp_path, clock)
-    first = log.segments.first_segment()
-    assert first is not None
-    first_size = first.size
-    swapping, events = threading.Event(), []
-    real_swap, real_recopy = Log.replace_segments, Cleaner._clean_segments
-
-    def slow_swap(self: Log, *args: Any) -> None:
-        swapping.set()
-        time.sleep(0.3)  # the round must not end before this swap is done
-        real_swap(self, *args)
-        events.append("swapped")
-
-    def recopy(self: Cleaner, *args: Any) -> Any:
-        if events:  # the second group: aborted while the first is being swapped in
-            assert swapping.wait(10)
-            raise LogCleaningAbortedError("aborted during the next group")
-        cleaned = real_recopy(self, *args)
-        events.append("recopied")
-        return cleaned
-
-    monkeypatch.setattr(Log, "replace_segments", slow_swap)
-    monkeypatch.setattr(Cleaner, "_clean_segments", recopy)
-    cleaner = cleaner_for(log, clock)
-    (result,) = cleaner.run_once()
-    assert result.error is not None and "aborted during the next group" in result.error
-    assert events == ["recopied", "swapped"]  # the round ended only after the swap
-    assert not list((tmp_path / "t-0").glob("*.cleaned"))
-    swapped_in = log.segments.first_segment()
-    assert swapped_in is not None and swapped_in.size < first_size
-    assert latest(log) == before
-    log.close()
-    reopened = Log.open(tmp_path / "t-0", compact_config(), clock)
-    assert latest(reopened) == before
-    reopened.close()

@@ -4,22 +4,19 @@ Why: this is where compaction touches data. It reads only inactive segments belo
 upper bound, without the log lock, from each segment's mapping: runs of plain batches in the
 compiled walks (the key scan's next stretch paged in on the second core meanwhile), every other
 batch through the one scanner, a read buffer at a time; it writes new ``.cleaned`` segments
-with the same offsets; and it hands each to the Log's crash-safe swap (kafkalog.cleaner.finish,
-on a worker while the next group is recopied). Anything that goes wrong before a swap leaves only
-``.cleaned`` files, which it removes (and which recovery discards).
+with the same offsets; and it hands them to the Log's crash-safe swap. Anything that goes wrong
+before the swap leaves only ``.cleaned`` files, which it removes (and which recovery discards).
 Refuses: choosing the log or the range (the cleaner manager does) and holding the log lock
 while copying.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalog.cleaner.config import CleanerConfig
-from kafkalog.cleaner.finish import FinishGroup, finish_group
 from kafkalog.cleaner.offset_map import OffsetMap
 from kafkalog.cleaner.policy import CleanedTransactionMetadata, CleanerCounters, LogCleanerFilter
 from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segments_by_size
@@ -129,23 +126,12 @@ class Cleaner:
             upper,
         )
         last_records = log.last_records_of_active_producers()
-        finishing: FinishGroup | None = None  # the group before, being swapped in meanwhile
-        try:
-            for group in groups:
-                sources = [facts[g.base_offset] for g in group]
-                cleaned = self._clean_segments(
-                    log, sources, now, legacy_horizon, upper, last_records, max_message, stats
-                )
-                if finishing is not None:
-                    generation = _count(finishing, stats, unless_failed=cleaned)
-                finishing = finish_group(log, cleaned, sources, generation)
-            if finishing is not None:
-                _count(finishing, stats)
-                finishing = None
-        finally:
-            if finishing is not None:  # something failed meanwhile: let the group be done first
-                with contextlib.suppress(BaseException):
-                    finishing.wait()
+        for group in groups:
+            sources = [facts[g.base_offset] for g in group]
+            generation = self._clean_segments(
+                log, sources, now, legacy_horizon, upper, last_records, max_message, stats,
+                generation,
+            )  # fmt: skip
         stats.elapsed_ns = self.clock.nanoseconds() - start_ns
         return end_offset, stats
 
@@ -285,9 +271,8 @@ class Cleaner:
         last_records: Mapping[int, LastRecord],
         max_message: int,
         stats: CleanerStats,
-    ) -> LogSegment:
-        """Recopy one group of ``sources`` into a new ``.cleaned`` segment (removed again if
-        anything goes wrong); a _FinishGroup swaps it in."""
+        generation: int,
+    ) -> int:
         cleaned = log.create_cleaned_segment(sources[0].base_offset)
         txns = CleanedTransactionMetadata()
         txns.cleaned_index = cleaned.txn_index
@@ -308,10 +293,16 @@ class Cleaner:
                     counters=stats.counters,
                 )
                 self._clean_into(seg, cleaned, record_filter, max_message, stats)
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            cleaned.log.set_last_modified_ms(sources[-1].log.last_modified_ms())
+            log.replace_segments([cleaned], sources, generation)
         except BaseException:
             cleaned.delete_files()
             raise
-        return cleaned
+        stats.segments_cleaned += len(sources)
+        stats.segments_written += 1
+        return log.segments_generation
 
     def _clean_into(
         self,
@@ -331,7 +322,7 @@ class Cleaner:
                     view, source.base_offset, position, until, self._buffer_size
                 )
                 if walked is not None:
-                    self._write(dest, walked, position, view, stats)
+                    self._copy_kept(dest, view, position, walked, stats)
                     position = walked.position
                     if position >= until:
                         continue
@@ -340,30 +331,40 @@ class Cleaner:
                 scanner = BatchScanner(chunk, verify_crc=False, file=str(source.log.path))
                 result = filter_batches(scanner, record_filter)
                 self._check_scan(scanner, source, position, max_message)
-                self._write(dest, result, position, view, stats)
                 position += result.bytes_read
+                self._write(dest, result, stats)
         self._buffer_size = self.config.io_buffer_per_thread
 
-    def _write(
-        self, dest: LogSegment, result: FilterResult | FilteredRegion, start: int,
-        view: memoryview, stats: CleanerStats,
-    ) -> None:  # fmt: skip
-        """Append what a walk kept: the reference path's rebuilt output, or the compiled walk's
-        whole batches straight from the source mapping (nothing to build, no copy first)."""
-        if isinstance(result, FilterResult):
-            read_bytes, read = result.bytes_read, result.messages_read
-            kept, retained = result.messages_retained, result.retained
-            data = memoryview(result.output)
-        else:
-            read_bytes, read, kept = result.position - start, result.read, result.kept
-            data, retained = view, [RetainedBatch(*b, b[2]) for b in result.batches]
+    def _write(self, dest: LogSegment, result: FilterResult, stats: CleanerStats) -> None:
+        self._count(result.bytes_read, result.messages_read, result.messages_retained, stats)
+        written = self._append_runs(dest, memoryview(result.output), result.retained)
+        stats.bytes_written += written
+        self.throttler.maybe_throttle(written)
+
+    def _copy_kept(
+        self,
+        dest: LogSegment,
+        view: memoryview,
+        start: int,
+        walked: FilteredRegion,
+        stats: CleanerStats,
+    ) -> None:
+        """What the compiled walk kept, appended straight from the source mapping: the batches
+        stay as they are, so there is nothing to build and no copy to make first."""
+        self._count(walked.position - start, walked.read, walked.kept, stats)
+        retained = [
+            RetainedBatch(position, size, last_offset, max_timestamp, last_offset)
+            for position, size, last_offset, max_timestamp in walked.batches
+        ]
+        written = self._append_runs(dest, view, retained)
+        stats.bytes_written += written
+        self.throttler.maybe_throttle(written)
+
+    def _count(self, read_bytes: int, read: int, retained: int, stats: CleanerStats) -> None:
         self.throttler.maybe_throttle(read_bytes)
         stats.bytes_read += read_bytes
         stats.messages_read += read
-        stats.messages_written += kept
-        written = self._append_runs(dest, data, retained)
-        stats.bytes_written += written
-        self.throttler.maybe_throttle(written)
+        stats.messages_written += retained
 
     @staticmethod
     def _append_runs(dest: LogSegment, data: memoryview, retained: list[RetainedBatch]) -> int:
@@ -388,11 +389,3 @@ class Cleaner:
             written += end - start
             first = j + 1
         return written
-
-
-def _count(job: FinishGroup, stats: CleanerStats, unless_failed: LogSegment | None = None) -> int:
-    """Wait for ``job``, count its group and return the generation after its swap."""
-    generation = job.result(unless_failed)
-    stats.segments_cleaned += len(job.sources)
-    stats.segments_written += 1
-    return generation

@@ -13,7 +13,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import TypeVar
 
 
 class BackgroundJob:
@@ -49,9 +48,6 @@ class BackgroundJob:
             raise self._error
 
 
-_Job = TypeVar("_Job", bound=BackgroundJob)
-
-
 class BackgroundWorker:
     """A daemon thread named ``name`` running submitted jobs in order, started on first use.
     A forked child starts its own (the parent's thread does not survive the fork)."""
@@ -61,7 +57,7 @@ class BackgroundWorker:
         self._lock = threading.Lock()
         self._queues: dict[int, queue.SimpleQueue[BackgroundJob]] = {}
 
-    def submit(self, job: _Job) -> _Job:
+    def submit(self, job: BackgroundJob) -> BackgroundJob:
         self._jobs().put(job)
         return job
 
