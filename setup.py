@@ -1,8 +1,8 @@
 """Build hook for the optional compiled fast path; everything else lives in pyproject.toml.
 
 The extensions are optional: with no C compiler the build goes on and kafkalog runs on its
-pure-Python reference codec (kafkalog.records.columnar picks whichever is there) and pages
-segments in through mmap.madvise (kafkalog.storage.file_records).
+pure-Python reference codec (kafkalog.records.columnar picks whichever is there), and the
+cleaner's key scan faults its pages in as it walks (kafkalog.storage.page_in).
 """
 
 from setuptools import Extension, setup
@@ -17,7 +17,16 @@ setup(
                 "src/kafkalog/records/_compact_runs.c",
             ],
             depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_compact.h"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            # hidden symbols: calls between the files' functions are direct (no PLT), so the
+            # compiler may inline them; only PyInit__fastcodec is exported
+            extra_compile_args=[
+                "-O3",
+                "-std=c11",
+                "-fvisibility=hidden",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+            ],
             optional=True,
         ),
         Extension(

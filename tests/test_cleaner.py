@@ -563,3 +563,26 @@ def test_a_failing_partition_is_marked_uncleanable(tmp_path: Path) -> None:
     assert result.error is not None and "CorruptRecordError" in result.error
     assert TP in cleaner.manager.uncleanable[log.directory.parent]
     assert cleaner.run_once() == []
+
+
+def test_a_failed_swap_removes_the_cleaned_files_and_keeps_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock(NOW)
+    log = open_log(tmp_path, clock)
+    for i in range(120):
+        put(log, clock, f"k{i % 5}", f"v{i}")
+    log.roll()
+    assert log.number_of_segments > 4  # several groups of 1 KiB segments
+    records_before = data(log)
+
+    def failing_swap(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Log, "replace_segments", failing_swap)
+    (result,) = cleaner_for(log, clock).run_once()
+    assert result.error is not None and "disk full" in result.error
+    directory = tmp_path / "t-0"
+    assert not list(directory.glob("*.cleaned")) and not list(directory.glob("*.swap"))
+    assert data(log) == records_before
+    log.close()
