@@ -269,7 +269,10 @@ def test_perf_produce_and_consume_print_kafkas_summaries(tmp_path: Path) -> None
     for part in ("records/sec (", " MB/sec), ", " ms avg latency, ", " ms max latency, ",
                  " ms 50th, ", " ms 95th, ", " ms 99th, "):  # fmt: skip
         assert part in summary
-    ends = [Log.open(tmp_path / f"p-{p}").log_end_offset for p in range(3)]
+    ends = []
+    for p in range(3):
+        with Log.open(tmp_path / f"p-{p}") as log:
+            ends.append(log.log_end_offset)
     assert sum(ends) == 1000 and all(ends)  # sticky batches spread over every partition
     code, out, _ = run(
         "perf", "consume", "--log-dirs", str(tmp_path), "--topic", "p", "--messages", "700"

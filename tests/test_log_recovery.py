@@ -211,11 +211,8 @@ def test_completed_swap_replaces_the_old_segments(tmp_path: Path) -> None:
     log.close()
     d = tmp_path / "t-0"
     first = sorted(d.glob("*.log"))[0]
-    end = (
-        Log.open(d, LogConfig.from_properties(CONFIG), ManualClock(NOW))
-        .segments.first_segment()
-        .read_next_offset()
-    )  # type: ignore[union-attr]
+    with Log.open(d, LogConfig.from_properties(CONFIG), ManualClock(NOW)) as probe:
+        end = probe.segments.first_segment().read_next_offset()  # type: ignore[union-attr]
     # a "cleaned" replacement of the first segment that keeps only its last record
     replacement = MemoryRecords.build(
         [Record(b"survivor", key=b"k", timestamp=NOW)], base_offset=end - 1

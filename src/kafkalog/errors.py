@@ -105,6 +105,23 @@ class InvalidOffsetError(KafkaLogError, ValueError):
     """An offset that breaks an ordering rule (index appends, segment bases)."""
 
 
+class KafkaStorageError(KafkaLogError, OSError):
+    """The disk failed an operation: full, read-only, out of descriptors, an I/O error (Kafka's
+    ``KafkaStorageException``). Says what was being done and to which file; ``errno`` is the
+    operating system's."""
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NotARegularFileError(KafkaLogError, ValueError):
+    """A path kafkalog must create, write or truncate is a symbolic link or a directory."""
+
+
 class LogClosedError(KafkaLogError):
     """An operation was attempted on a closed log, segment or index."""
 

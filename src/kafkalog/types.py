@@ -11,7 +11,11 @@ import enum
 import re
 from typing import NamedTuple, NewType
 
-from kafkalog.errors import InvalidTopicError, UnsupportedCompressionTypeError
+from kafkalog.errors import (
+    InvalidArgumentError,
+    InvalidTopicError,
+    UnsupportedCompressionTypeError,
+)
 
 Offset = NewType("Offset", int)
 """A record offset within a partition."""
@@ -25,8 +29,25 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+INT16_MAX = 2**15 - 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+
+
+def check_int(name: str, value: object, low: int, high: int) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high]``; InvalidArgumentError naming
+    ``name`` otherwise. Values enter the library here, so that a 2**70 never reaches a
+    ``struct.pack`` or a checkpoint."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"{name} {value} is outside [{low}, {high}]")
+    return value
+
+
+def check_offset(name: str, value: object) -> int:
+    """An offset: an int in ``[0, 2**63 - 1]`` (Kafka's int64 offsets are never negative)."""
+    return check_int(name, value, 0, INT64_MAX)
 
 
 class TimestampType(enum.IntEnum):

@@ -21,6 +21,7 @@ from kafkalog.cli.dump_log import DumpOptions, DumpReport
 from kafkalog.cli.progress import progress
 from kafkalog.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
+from kafkalog.manager.log_dir import read_topic_configs
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -60,34 +61,52 @@ class VerifyReport:
     batches: int = 0
 
 
-def verify_partition(directory: Path, report: VerifyReport) -> None:
-    """CRC, sizes and offset order of every batch; index and time-index consistency."""
+def _zeros_from(records: FileRecords, position: int) -> bool:
+    """Whether every byte from ``position`` to the end is zero: the preallocated tail of an
+    active segment (``preallocate=true``), which is end of data, not damage."""
+    step = 1 << 20
+    while position < records.size:
+        chunk = records.read(position, step)
+        if chunk.strip(b"\x00"):
+            return False
+        position += len(chunk)
+    return True
+
+
+def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool = False) -> None:
+    """CRC, sizes and offset order of every batch; index and time-index consistency; offsets
+    missing between segments (a deleted segment) unless the topic is compacted, where the
+    cleaner leaves such gaps."""
+    next_offset: int | None = None
     for path in sorted(directory.glob("*" + fn.LOG_FILE_SUFFIX)):
+        try:
+            base = fn.offset_from_file_name(path.name)
+        except ValueError:
+            continue  # not a segment: the loader ignores it too
         report.segments += 1
+        if next_offset is not None and base > next_offset and not compacted:
+            report.problems.append(
+                f"{path}: offset gap: offsets {next_offset} to {base - 1} are in no segment"
+            )
         records = FileRecords(path, writable=False)
         try:
-            last = fn.offset_from_file_name(path.name) - 1
-            with records.scanner(verify_crc=True) as scan:
+            last = base - 1
+            with records.scanner(verify_crc=True, base_offset=base) as scan:
                 for batch in scan:
                     report.batches += 1
-                    if batch.base_offset <= last:
-                        report.problems.append(
-                            f"{path}: position {scan.valid_bytes - batch.size_in_bytes}: batch at "
-                            f"offset {batch.base_offset} does not follow offset {last}"
-                        )
                     last = batch.last_offset
-                if scan.error is not None:
+                if scan.error is not None and not _zeros_from(records, scan.valid_bytes):
                     report.problems.append(
                         f"{path}: position {scan.error.position}: after offset {last}: {scan.error}"
                     )
-                elif scan.valid_bytes < records.size:
+                elif scan.error is None and scan.valid_bytes < records.size:
                     report.problems.append(
                         f"{path}: position {scan.valid_bytes}: {records.size - scan.valid_bytes} "
                         f"bytes of a partial batch after offset {last}"
                     )
+            next_offset = last + 1
         finally:
-            records.close()
-        base = fn.offset_from_file_name(path.name)
+            records.close_handler()
         dump = DumpReport()
         options = DumpOptions(verify_index_only=True)
         index = fn.offset_index_file(directory, base)
@@ -197,9 +216,16 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
             partitions = [p for p in sorted(d.iterdir()) if p.is_dir()]
             if any(d.glob("*" + fn.LOG_FILE_SUFFIX)):
                 partitions = [d]  # a partition directory given directly
+            try:
+                configs = read_topic_configs(d if partitions != [d] else d.parent)
+            except CorruptCheckpointError as err:
+                report.problems.append(str(err))
+                configs = {}
             with progress(f"verify {d}", len(partitions)) as advance:
                 for part in partitions:
-                    verify_partition(part, report)
+                    topic = part.name.rpartition("-")[0]
+                    policy = configs.get(topic, {}).get("cleanup.policy", "")
+                    verify_partition(part, report, compacted="compact" in policy)
                     advance(1)
         for line in report.problems:
             click.echo(line)
@@ -225,6 +251,9 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
             path = Path(d)
             if not path.is_dir():
                 raise UnknownTopicOrPartitionError(f"partition directory {path} does not exist")
+            # only a partition directory: recovery writes segment files into what it is given
+            fn.parse_partition_dir_name(path.name)
+            # Log.open takes the partition's lock and its log directory's: a live writer refuses
             log = Log.open(path, had_clean_shutdown=False, recovery_point=0)
             actions = log.load_result.actions or ["nothing to repair"]
             for action in actions:

@@ -123,6 +123,8 @@ class _Loader:
             ):
                 delete_if_exists(path)
                 self.result.note(f"deleted leftover {path}")
+            elif not name.split(".", 1)[0].isdigit():
+                continue  # not a segment's file: Kafka leaves unknown files alone
             elif name.endswith(fn.CLEANED_FILE_SUFFIX):
                 cleaned.append(path)
             elif name.endswith(fn.SWAP_FILE_SUFFIX):
@@ -171,7 +173,19 @@ class _Loader:
 
     # phase 3 -----------------------------------------------------------------------------------
     def load_segments(self) -> None:
-        files = sorted(p for p in self.dir.iterdir() if p.is_file())
+        files = []
+        for p in sorted(self.dir.iterdir()):
+            if not p.is_file() or p.is_symlink():
+                if p.is_symlink() and (fn.is_log_file(p.name) or fn.is_index_file(p.name)):
+                    self.result.note(f"ignored {p}: a symbolic link, not a segment file")
+                continue
+            if fn.is_log_file(p.name) or fn.is_index_file(p.name):
+                try:
+                    fn.offset_from_file_name(p.name)
+                except ValueError:
+                    self.result.note(f"ignored {p}: its name does not start with an offset")
+                    continue
+            files.append(p)
         logs = {p.name for p in files if fn.is_log_file(p.name)}
         for path in files:
             name = path.name
@@ -235,6 +249,16 @@ class _Loader:
     # phase 4 -----------------------------------------------------------------------------------
     def recover_tail(self, had_clean_shutdown: bool, recovery_point: int, log_start: int) -> None:
         segments = self.result.segments
+        active = segments.last_segment()
+        if had_clean_shutdown and active is not None:
+            # A marker says the files were closed cleanly, but a marker can be stale (copied
+            # directories, a restore): an append must never land behind bytes nobody
+            # validated, so the active segment's tail is checked from its last index entry.
+            problem = active.tail_problem()
+            if problem is not None:
+                self.result.note(f"the tail of {active.log.path} is damaged: {problem}")
+                had_clean_shutdown = False
+                recovery_point = min(recovery_point, active.base_offset)
         if not had_clean_shutdown:
             for seg in segments.values(from_offset=recovery_point):
                 try:

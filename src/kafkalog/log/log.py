@@ -17,7 +17,6 @@ from pathlib import Path
 
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
-    InvalidArgumentError,
     InvalidOffsetError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -46,9 +45,12 @@ from kafkalog.log.swap import SegmentReplacement
 from kafkalog.log.write_path import WritePath
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
+from kafkalog.storage.dir_lock import DirectoryLock
+from kafkalog.storage.faults import storage_call
 from kafkalog.storage.producer_snapshot import fsync_snapshot
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
+from kafkalog.types import check_offset
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -71,8 +73,10 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         epochs: LeaderEpochCache,
         standalone: StandaloneState | None,
         rng: random.Random,
+        locks: tuple[DirectoryLock, ...] = (),
     ) -> None:
         self.directory = directory
+        self._locks = locks
         self.config = config
         self.clock = clock
         self.leader_epoch_cache = epochs
@@ -107,14 +111,62 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         had_clean_shutdown: bool | None = None,
         rng: random.Random | None = None,
         producer_state_config: ProducerStateConfig | None = None,
+        log_dir_locked: bool = False,
     ) -> Log:
         """Create the partition directory, or load and (after a crash) recover it.
 
         A LogManager passes the recovery point, log start offset and clean-shutdown flag from its
         log directory; on its own a Log keeps them in its partition directory.
+
+        The Log locks its partition directory until it is closed, and, unless the caller holds
+        it already (``log_dir_locked``, a LogManager), takes the enclosing log directory's lock
+        shared: a second writer, in this process or another, gets LogDirectoryLockedError.
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        for name, value in (
+            ("recovery_point", recovery_point),
+            ("log_start_offset", log_start_offset),
+        ):
+            if value is not None:
+                check_offset(name, value)
+        storage_call(directory.mkdir, 0o777, True, True, what=f"creating {directory}")
+        locks: list[DirectoryLock] = []
+        try:
+            if not log_dir_locked:
+                parent = DirectoryLock.shared_if_present(directory.parent, "log directory")
+                if parent is not None:
+                    locks.append(parent)
+            locks.append(DirectoryLock.exclusive(directory, "partition directory"))
+            return cls._open_locked(
+                directory,
+                config,
+                clock,
+                recovery_point=recovery_point,
+                log_start_offset=log_start_offset,
+                had_clean_shutdown=had_clean_shutdown,
+                rng=rng,
+                producer_state_config=producer_state_config,
+                locks=tuple(locks),
+            )
+        except BaseException:
+            for lock in locks:
+                lock.release()
+            raise
+
+    @classmethod
+    def _open_locked(
+        cls,
+        directory: Path,
+        config: LogConfig | None,
+        clock: Clock | None,
+        *,
+        recovery_point: int | None,
+        log_start_offset: int | None,
+        had_clean_shutdown: bool | None,
+        rng: random.Random | None,
+        producer_state_config: ProducerStateConfig | None,
+        locks: tuple[DirectoryLock, ...],
+    ) -> Log:
         config = config or LogConfig()
         clock = clock or SYSTEM_CLOCK
         standalone = None
@@ -138,7 +190,9 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             rng=rng or random.Random(),
             producer_state_config=producer_state_config,
         )
-        log = cls(directory, config, clock, loaded, epochs, standalone, rng or random.Random())
+        log = cls(
+            directory, config, clock, loaded, epochs, standalone, rng or random.Random(), locks
+        )
         if standalone is not None:
             standalone.save(log.recovery_point, log.log_start_offset)
         return log
@@ -241,6 +295,8 @@ class Log(ReadPath, WritePath, SegmentReplacement):
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
+        if expected_next_offset is not None:
+            check_offset("expected_next_offset", expected_next_offset)
         with self._lock:
             self._check_open()
             new_base = max(expected_next_offset or 0, self.log_end_offset)
@@ -326,8 +382,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= ``offset`` (batch-granular); False if nothing to do."""
-        if offset < 0:
-            raise InvalidArgumentError(f"cannot truncate to a negative offset {offset}")
+        check_offset("truncation offset", offset)
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
@@ -366,8 +421,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``."""
-        if offset < 0:
-            raise InvalidArgumentError(f"cannot start a log at a negative offset {offset}")
+        check_offset("new log start offset", offset)
         with self._lock:
             self._check_open()
             for seg in list(self.segments):
@@ -385,6 +439,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark)."""
+        check_offset("log start offset", offset)
         with self._lock:
             self._check_open()
             if offset > self.high_watermark:
@@ -492,20 +547,38 @@ class Log(ReadPath, WritePath, SegmentReplacement):
     # --- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush everything, trim the files, and leave the clean-shutdown marker."""
+        """Flush everything, trim the files, and leave the clean-shutdown marker.
+
+        If the disk fails meanwhile (KafkaStorageError), every file is still closed and the
+        directory unlocked, and no marker is left: the next open recovers, as after a crash."""
         with self._lock:
             if self._closed:
                 return
-            # a snapshot at the log end spares the next open a scan of the log
-            self.producer_state.take_snapshot()
-            self.flush()
-            self._active().flush()  # as Kafka's shutdown: this creates the active indexes
-            for seg in self.segments:
-                seg.close()
-            self._deleter.run(force=True)
-            self._closed = True
-            if self._standalone is not None:
-                self._standalone.mark_clean_shutdown(self._recovery_point, self._log_start_offset)
+            try:
+                # a snapshot at the log end spares the next open a scan of the log
+                self.producer_state.take_snapshot()
+                self.flush()
+                self._active().flush()  # as Kafka's shutdown: this creates the active indexes
+                failed: BaseException | None = None
+                for seg in self.segments:
+                    try:
+                        seg.close()
+                    except BaseException as err:
+                        failed = failed or err
+                if failed is not None:
+                    raise failed
+                self._deleter.run(force=True)
+                if self._standalone is not None:
+                    self._standalone.mark_clean_shutdown(
+                        self._recovery_point, self._log_start_offset
+                    )
+            except BaseException:
+                for seg in self.segments:
+                    seg.close_handlers()
+                raise
+            finally:
+                self._closed = True
+                self._release_locks()
 
     def close_without_flush(self) -> None:
         """Release file handles as after a crash: no flush, no trim, no marker (tests, tools)."""
@@ -513,6 +586,11 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             for seg in self.segments:
                 seg.close_handlers()
             self._closed = True
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in reversed(self._locks):
+            lock.release()
 
     @property
     def closed(self) -> bool:

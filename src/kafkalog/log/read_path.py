@@ -8,20 +8,36 @@ Refuses: any mutation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from kafkalog.errors import InvalidArgumentError, OffsetOutOfRangeError
+from kafkalog.errors import InvalidArgumentError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.log.leader_epoch import LeaderEpochCache
-from kafkalog.records import AbortedTransaction, Record, committed_records
+from kafkalog.records import (
+    AbortedTransaction,
+    BatchScanner,
+    Record,
+    ScanStop,
+    committed_records,
+)
 from kafkalog.storage.file_records import TimestampAndOffset
 from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.types import NO_TIMESTAMP, IsolationLevel
+from kafkalog.types import (
+    INT32_MAX,
+    INT64_MAX,
+    NO_TIMESTAMP,
+    IsolationLevel,
+    check_int,
+    check_offset,
+)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+MAX_READ_RETRIES = 8
+T = TypeVar("T")
 
 
 class ReadPath:
@@ -33,6 +49,7 @@ class ReadPath:
     _leo: LogOffsetMetadata
     _high_watermark: LogOffsetMetadata
     _log_start_offset: int
+    _closed: bool
 
     if TYPE_CHECKING:
 
@@ -57,6 +74,17 @@ class ReadPath:
             offset, seg.base_offset, seg.size if found is None else found.position
         )
 
+    def _retrying(self, read: Callable[[], T]) -> T:
+        """Run a lock-free read again if a segment it had chosen was closed under it (deleted by
+        retention or replaced by a compaction swap): the next try sees the new segment list."""
+        for _ in range(MAX_READ_RETRIES):
+            try:
+                return read()
+            except LogClosedError:
+                if self._closed:
+                    raise
+        return read()
+
     def read(
         self,
         start_offset: int,
@@ -65,14 +93,30 @@ class ReadPath:
         min_one_message: bool = True,
         isolation: IsolationLevel | None = None,
     ) -> FetchDataInfo:
+        """Read from ``start_offset`` (see ``_read``); a read racing the removal of its segment
+        is made again on the new segment list."""
+        check_offset("start_offset", start_offset)
+        check_int("max_bytes", max_bytes, 0, INT32_MAX)
+        if max_offset is not None:
+            check_offset("max_offset", max_offset)
+        return self._retrying(
+            lambda: self._read(start_offset, max_bytes, max_offset, min_one_message, isolation)
+        )
+
+    def _read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one_message: bool,
+        isolation: IsolationLevel | None,
+    ) -> FetchDataInfo:
         """Read from ``start_offset``: whole batches as a file slice, up to ``max_bytes`` (the
         first batch whole if ``min_one_message``), never past the high watermark or ``max_offset``.
 
         ``isolation=READ_COMMITTED`` stops at the last stable offset and reports the aborted
         transactions overlapping the result (``committed_records`` drops them).
         """
-        if max_bytes < 0:
-            raise InvalidArgumentError(f"max_bytes must be >= 0, not {max_bytes}")
         leo = self._leo
         log_start = self._log_start_offset
         if start_offset < log_start or start_offset > leo.message_offset:
@@ -142,19 +186,33 @@ class ReadPath:
         info = self.read(start_offset, max_bytes, isolation=isolation)
         if info.records is None:
             return []
+        # the decoded batches are checked against their segment: a base offset is outside the
+        # CRC, and a flipped bit there must be an error, not a record at a wrong offset
+        scan = BatchScanner(
+            info.records.read(),
+            verify_crc=False,
+            base_offset=info.fetch_offset_metadata.segment_base_offset,
+            file=str(self.directory),
+        )
+        batches = list(scan)
+        if scan.stop is ScanStop.BAD_OFFSET and scan.error is not None:
+            raise scan.error
         if info.aborted_transactions is not None:
-            batches = info.records.records().batches(verify_crc=False)
             return list(committed_records(batches, info.aborted_transactions, start_offset))
         out: list[Record] = []
-        for batch in info.records.records().batches():
+        for batch in batches:
             if not batch.is_control:
                 out.extend(r for r in batch if r.offset >= start_offset)
         return out
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """The first record with timestamp >= ``timestamp`` (spec §7.4), or None."""
+        check_int("timestamp", timestamp, -3, INT64_MAX)
+        return self._retrying(lambda: self._offset_for_timestamp(timestamp))
+
+    def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         if timestamp < 0:
-            return self.list_offsets(timestamp)
+            return self._list_offsets(timestamp, None)
         for seg in self.segments:
             if seg.largest_timestamp() >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
@@ -169,6 +227,12 @@ class ReadPath:
 
         LATEST is the log end offset, or with an isolation level what a consumer of that level
         may read: the high watermark (READ_UNCOMMITTED) or the last stable offset."""
+        check_int("timestamp", target, -3, INT64_MAX)
+        return self._retrying(lambda: self._list_offsets(target, isolation))
+
+    def _list_offsets(
+        self, target: int, isolation: IsolationLevel | None
+    ) -> TimestampAndOffset | None:
         if target == EARLIEST_TIMESTAMP:
             first = self.leader_epoch_cache.earliest()
             epoch = first[0] if first and first[1] <= self._log_start_offset else None
@@ -194,4 +258,4 @@ class ReadPath:
             return best.find_offset_by_timestamp(ts, self._log_start_offset)
         if target < 0:
             raise InvalidArgumentError(f"unknown special timestamp {target}")
-        return self.offset_for_timestamp(target)
+        return self._offset_for_timestamp(target)

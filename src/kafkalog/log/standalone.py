@@ -37,7 +37,8 @@ def _topic_partition(directory: Path) -> TopicPartition:
 
 def _entry(path: Path, tp: TopicPartition) -> int | None:
     try:
-        return OffsetCheckpointFile(path).read().get(tp)
+        found = OffsetCheckpointFile(path).read().get(tp)
+        return None if found is None else max(0, found)
     except CorruptCheckpointError:
         return None  # as Kafka: an unreadable checkpoint means "recover everything"
 

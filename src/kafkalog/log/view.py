@@ -40,6 +40,7 @@ from kafkalog.types import TopicPartition
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 READ_CHUNK = 8 << 20
+_ZERO_HEADER = bytes(12)  # base offset 0 and size 0: never a batch, always unwritten space
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,30 +124,36 @@ class PartitionView:
 
     def log_end_offset(self) -> int:
         """The offset after the last complete, valid batch (the next offset a writer gives)."""
-        for seg in reversed(self.segments()):
-            last = self._last_batch_end(seg)
+        segments = self.segments()
+        for seg in reversed(segments):
+            last = self._last_batch_end(seg, seg is segments[-1])
             if last is not None:
                 return last
         segments = self.segments()
         return segments[-1].base_offset if segments else 0
 
-    def _last_batch_end(self, seg: SegmentFile) -> int | None:
+    def _last_batch_end(self, seg: SegmentFile, active: bool) -> int | None:
         entries = _read_entries(fn.offset_index_file(self.directory, seg.base_offset), _INDEX_ENTRY)
         position = entries[-1][1] if entries else 0
         last = None
-        for batch in self._scan(seg, position):
+        for batch in self._scan(seg, position, tail_may_be_zeros=active):
             last = batch.next_offset
         if last is None and position:
-            for batch in self._scan(seg, 0):
+            for batch in self._scan(seg, 0, tail_may_be_zeros=active):
                 last = batch.next_offset
         return last
 
     # ---- batches ---------------------------------------------------------------------------
 
-    def _scan(self, seg: SegmentFile, start: int) -> Iterator[AnyBatch]:
+    def _scan(
+        self, seg: SegmentFile, start: int, *, tail_may_be_zeros: bool = False
+    ) -> Iterator[AnyBatch]:
         """Complete, valid batches of ``seg`` from byte ``start``. A partial batch at the end
-        of the file is a writer mid-append: the scan stops there quietly. A batch that fails
-        its size, magic or CRC check before that is damage and raises CorruptRecordError."""
+        of the file is a writer mid-append, and zeros where a batch should start are the
+        preallocated tail of an active segment (``preallocate=true``): the scan stops there
+        quietly (``tail_may_be_zeros``: only the last segment is written to). A batch that fails
+        its size, magic, CRC or offset-order check before that is damage and raises
+        CorruptRecordError."""
         try:
             f = open(seg.path, "rb")  # noqa: SIM115 - closed in finally, across yields
         except FileNotFoundError:
@@ -158,7 +165,9 @@ class PartitionView:
             chunk = READ_CHUNK
             while position < size:
                 data = os.pread(fd, min(chunk, size - position), position)
-                scanner = BatchScanner(data, verify_crc=True, file=str(seg.path))
+                scanner = BatchScanner(
+                    data, verify_crc=True, file=str(seg.path), base_offset=seg.base_offset
+                )
                 yield from scanner
                 position += scanner.valid_bytes
                 if scanner.stop is ScanStop.TRUNCATED:
@@ -167,6 +176,9 @@ class PartitionView:
                     # a batch larger than the chunk: read it whole next time
                     chunk = max(chunk, next_batch_size(data, scanner.valid_bytes) or chunk)
                 elif scanner.error is not None:
+                    at = scanner.valid_bytes
+                    if tail_may_be_zeros and data[at : at + len(_ZERO_HEADER)] == _ZERO_HEADER:
+                        return  # the preallocated, zero-filled tail: the end of the data
                     err = scanner.error
                     raise CorruptRecordError(
                         err.reason,
@@ -199,7 +211,7 @@ class PartitionView:
             if end is not None and seg.base_offset >= end:
                 return
             position = self.position_of(seg, start) if seg.base_offset <= start else 0
-            for batch in self._scan(seg, position):
+            for batch in self._scan(seg, position, tail_may_be_zeros=seg is segments[-1]):
                 if batch.last_offset < start:
                     continue
                 if end is not None and batch.base_offset >= end:
@@ -225,7 +237,7 @@ class PartitionView:
                 if ts >= timestamp:
                     break
                 position = self.position_of(seg, seg.base_offset + rel)
-            for batch in self._scan(seg, position):
+            for batch in self._scan(seg, position, tail_may_be_zeros=seg is segments[-1]):
                 if batch.last_offset < begin or batch.max_timestamp < timestamp:
                     continue
                 for record in batch:

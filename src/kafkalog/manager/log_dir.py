@@ -9,16 +9,16 @@ directory ignores it). Refuses: opening logs (the manager does).
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafkalog.errors import CorruptCheckpointError, LogDirectoryLockedError
+from kafkalog.errors import CorruptCheckpointError
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, write_atomically
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
+from kafkalog.storage.dir_lock import DirectoryLock
+from kafkalog.storage.faults import storage_call
 from kafkalog.types import TopicPartition
 
 TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
@@ -29,16 +29,8 @@ class LogDirectory:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.mkdir(parents=True, exist_ok=True)
-        self._lock_fd: int | None = os.open(path / fn.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise LogDirectoryLockedError(
-                f"log directory {path} is locked by another process or manager"
-            ) from err
+        storage_call(path.mkdir, 0o777, True, True, what=f"creating log directory {path}")
+        self._lock = DirectoryLock.exclusive(path, "log directory")
         self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = OffsetCheckpointFile(path / fn.LOG_START_OFFSET_CHECKPOINT)
 
@@ -60,7 +52,7 @@ class LogDirectory:
         out = []
         for f in (self.recovery_points, self.log_start_offsets):
             try:
-                out.append(f.read())
+                out.append({tp: max(0, offset) for tp, offset in f.read().items()})
             except CorruptCheckpointError:
                 out.append({})
         return out[0], out[1]
@@ -75,23 +67,29 @@ class LogDirectory:
         return sorted(p for p in self.path.iterdir() if p.is_dir())
 
     def read_topic_configs(self) -> dict[str, dict[str, str]]:
-        path = self.path / TOPIC_CONFIGS_FILE
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as err:
-            raise CorruptCheckpointError(
-                f"unreadable topic configs: {err}", file=str(path)
-            ) from err
-        return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.items()}
+        return read_topic_configs(self.path)
 
     def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
         write_atomically(self.path / TOPIC_CONFIGS_FILE, text.encode())
 
     def release(self) -> None:
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.release()
+
+
+def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:
+    """The topic config overrides kept in ``log_dir`` (no lock needed: the file is replaced
+    atomically); CorruptCheckpointError if it is not what kafkalog writes."""
+    path = log_dir / TOPIC_CONFIGS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise CorruptCheckpointError(f"unreadable topic configs: {err}", file=str(path)) from err
+    if not isinstance(data, dict) or not all(isinstance(c, dict) for c in data.values()):
+        raise CorruptCheckpointError(
+            "topic configs must be a JSON object of topic -> {key: value} objects",
+            file=str(path),
+        )
+    return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.items()}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +29,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
+from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
@@ -80,16 +80,44 @@ class LogManager:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
         self._closed = False
-        self._load_logs()
+        try:
+            self._load_logs()
+        except BaseException:
+            self._abandon()
+            raise
         self.cleaner = LogCleaner(self.config.cleaner, self.logs, self.clock)
         self.scheduler = Scheduler(self.clock)
         self._schedule_tasks()
 
     # --- start-up ---------------------------------------------------------------------------
 
+    def _abandon(self) -> None:
+        """A failed start: close what was opened, as after a crash, and unlock everything."""
+        for log, _ in self._logs.values():
+            log.close_without_flush()
+        self._logs = {}
+        for d in self._dirs:
+            d.release()
+        self._closed = True
+
+    def _finish_topic_intents(self) -> None:
+        """Roll back a creation, or complete a deletion, that a crash interrupted."""
+        intents = {intents_.pending(d.path) for d in self._dirs} - {None}
+        if not intents:
+            return
+        for intent in intents:
+            assert intent is not None
+            for d in self._dirs:
+                intents_.finish(d.path, intent)
+            self._topic_configs.pop(intent.topic, None)
+            logger.warning("completed the interrupted %s of topic %r", intent.op, intent.topic)
+        self._write_topic_configs()
+        intents_.clear(d.path for d in self._dirs)
+
     def _load_logs(self) -> None:
         for d in self._dirs:
             self._topic_configs.update(d.read_topic_configs())
+        self._finish_topic_intents()
         for d in self._dirs:
             clean = d.take_clean_shutdown()
             recovery, starts = d.read_checkpoints()
@@ -130,6 +158,7 @@ class LogManager:
             log_start_offset=start,
             had_clean_shutdown=clean,
             producer_state_config=self.config.producer_state,
+            log_dir_locked=True,
         )
 
     def _schedule_tasks(self) -> None:
@@ -192,9 +221,34 @@ class LogManager:
             self._check_open()
             if any(tp.topic == topic for tp in self._logs):
                 raise TopicExistsError(f"topic {topic!r} already exists")
-            self._topic_configs[topic] = overrides
+            dirs = [d.path for d in self._dirs]
+            intents_.record(dirs, intents_.TopicIntent(intents_.CREATE, topic))
+            created: list[Log] = []
+            try:
+                self._topic_configs[topic] = overrides
+                self._write_topic_configs()
+                for p in range(partitions):
+                    created.append(self._create_log(TopicPartition(topic, p)))
+            except BaseException:
+                self._undo_create(topic, created)
+                raise
+            intents_.clear(dirs)
+            return created
+
+    def _undo_create(self, topic: str, created: list[Log]) -> None:
+        """A creation failed part-way (a full disk, no descriptors left): remove every trace."""
+        self._logs = {tp: e for tp, e in self._logs.items() if tp.topic != topic}
+        for log in created:
+            log.close_without_flush()
+        self._topic_configs.pop(topic, None)
+        try:
+            for d in self._dirs:
+                for path in intents_.finish(d.path, intents_.TopicIntent(intents_.CREATE, topic)):
+                    shutil.rmtree(path, ignore_errors=True)
             self._write_topic_configs()
-            return [self._create_log(TopicPartition(topic, p)) for p in range(partitions)]
+            intents_.clear(d.path for d in self._dirs)
+        except KafkaLogError:
+            logger.exception("could not undo the creation of %r; the next start will", topic)
 
     def _create_log(self, tp: TopicPartition) -> Log:
         counts = {id(d): 0 for d in self._dirs}
@@ -237,17 +291,18 @@ class LogManager:
             if not doomed:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             due = self._delete_due(topic)
+            dirs = [d.path for d in self._dirs]
+            intents_.record(dirs, intents_.TopicIntent(intents_.DELETE, topic))
             for tp in doomed:
                 log, owner = self._logs[tp]
                 self.cleaner.manager.abort_and_pause_cleaning(tp)
                 self._logs = {k: v for k, v in self._logs.items() if k != tp}
                 self.cleaner.manager.remove_partition(tp, owner.path)
                 log.close()
-                target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}-delete")
-                log.directory.rename(target)
-                self._pending_deletes.append((due, target))
+                self._pending_deletes.append((due, intents_.mark_for_deletion(log.directory)))
             self._topic_configs.pop(topic, None)
             self._write_topic_configs()
+            intents_.clear(dirs)
             self.run_checkpoints()
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
@@ -347,14 +402,30 @@ class LogManager:
                 self._close_logs()
 
     def _close_logs(self) -> None:
+        """Close every log, then checkpoint and mark each directory clean. Whatever fails (a
+        full disk), every log is closed and every directory unlocked; the marker is written
+        only if everything before it succeeded, so the next start recovers otherwise."""
         threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
-        with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
-            list(pool.map(lambda entry: entry[0].close(), list(self._logs.values())))
-        self.run_checkpoints()
-        for d in self._dirs:
-            d.mark_clean_shutdown()
-            d.release()
-        self._closed = True
+        failures: list[BaseException] = []
+
+        def close(log: Log) -> None:
+            try:
+                log.close()
+            except BaseException as err:
+                failures.append(err)
+
+        try:
+            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
+                list(pool.map(lambda entry: close(entry[0]), list(self._logs.values())))
+            if failures:
+                raise failures[0]
+            self.run_checkpoints()
+            for d in self._dirs:
+                d.mark_clean_shutdown()
+        finally:
+            for d in self._dirs:
+                d.release()
+            self._closed = True
 
     def __enter__(self) -> LogManager:
         return self

@@ -48,6 +48,7 @@ class ScanStop(enum.Enum):
     BAD_MAGIC = "bad magic"
     BAD_CRC = "bad crc"
     BAD_RECORDS = "bad records"  # deep scans only: the records inside a batch are malformed
+    BAD_OFFSET = "bad offset"  # segment scans only: offsets leave the segment or go backwards
 
     @property
     def is_corruption(self) -> bool:
@@ -76,7 +77,10 @@ class BatchScanner:
     After iteration: ``valid_bytes`` is the end position (absolute in ``buffer``) of the valid
     prefix, ``stop`` says why the scan ended and ``error`` describes damage (never raised).
     ``verify_crc`` checks each batch's checksum; ``deep`` also decodes each batch's records;
-    ``max_batch_size`` rejects larger batches as BAD_SIZE. Single use; not thread-safe.
+    ``max_batch_size`` rejects larger batches as BAD_SIZE. ``base_offset`` (a segment's) makes
+    a batch whose offsets go below it or below the batch before, or (v2) past what an index
+    entry can hold relative to it, BAD_OFFSET: the base offset is outside the CRC, so a flipped
+    bit there is found only this way. Single use; not thread-safe.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class BatchScanner:
         deep: bool = False,
         max_batch_size: int | None = None,
         file: str | None = None,
+        base_offset: int | None = None,
     ) -> None:
         self._view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
         if self._view.ndim != 1 or self._view.itemsize != 1:
@@ -99,6 +104,7 @@ class BatchScanner:
         self.deep = deep
         self.max_batch_size = max_batch_size
         self.file = file
+        self.base_offset = base_offset
         self.valid_bytes = start
         self.batches_read = 0
         self.stop: ScanStop | None = None
@@ -118,6 +124,8 @@ class BatchScanner:
         crc = crc32c
         verify = self.verify_crc
         max_size = self.max_batch_size
+        segment_base = self.base_offset
+        next_offset = -1 if segment_base is None else segment_base
         while True:
             if end - pos < HEADER_SIZE_UP_TO_MAGIC:
                 self.stop = ScanStop.END if pos == end else ScanStop.TRUNCATED
@@ -182,6 +190,23 @@ class BatchScanner:
                 except CorruptRecordError as err:
                     self._fail(ScanStop.BAD_CRC, err.reason, pos, offset)
                     return
+            if segment_base is not None:
+                if magic == 2:
+                    first, last = offset, offset + header.last_offset_delta
+                    in_range = first >= next_offset and 0 <= last - segment_base <= 0x7FFFFFFF
+                else:
+                    first = last = offset  # a legacy wrapper carries its last inner offset
+                    in_range = last >= next_offset
+                if not in_range or last < first:
+                    self._fail(
+                        ScanStop.BAD_OFFSET,
+                        f"batch offsets [{first}, {last}] do not follow offset {next_offset - 1}"
+                        f" in the segment based at {segment_base}",
+                        pos,
+                        offset,
+                    )
+                    return
+                next_offset = last + 1
             if self.deep:
                 try:
                     batch.records()

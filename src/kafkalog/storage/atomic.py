@@ -7,34 +7,49 @@ never a torn mix. Refuses: renames without a directory fsync.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
+from kafkalog.storage.faults import storage_error
 from kafkalog.storage.filenames import TMP_FILE_SUFFIX
 
 
 def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise storage_error(err, f"syncing directory {directory}") from err
 
 
 def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data``: ``<path>.tmp``, fsync, rename, fsync of the directory."""
+    """Replace ``path`` with ``data``: ``<path>.tmp``, fsync, rename, fsync of the directory.
+
+    The temporary file is created afresh (a stale one, or a link planted in its name, is
+    removed first, never followed) and removed again if anything fails; a failure is raised as
+    KafkaStorageError and leaves ``path`` as it was."""
     tmp = path.with_name(path.name + TMP_FILE_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        delete_if_exists(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            delete_if_exists(tmp)
+        raise storage_error(err, f"writing {path}") from err
     if sync:
         fsync_dir(path.parent)
 

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.storage.atomic import write_atomically
-from kafkalog.types import TopicPartition
+from kafkalog.types import INT32_MAX, INT64_MAX, TopicPartition
 
 CHECKPOINT_VERSION = 0
 T = TypeVar("T")
@@ -29,6 +29,14 @@ def _read(path: Path, parse: Callable[[list[str]], T], fields: int) -> list[T]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError as err:
+        raise CorruptCheckpointError(f"not UTF-8 text: {err}", file=str(path)) from err
+    except IsADirectoryError as err:
+        raise CorruptCheckpointError(
+            "a directory where a checkpoint belongs", file=str(path)
+        ) from err
+    except OSError as err:
+        raise CorruptCheckpointError(f"unreadable: {err.strerror or err}", file=str(path)) from err
     if not lines:
         return []
     try:
@@ -64,6 +72,18 @@ def _read(path: Path, parse: Callable[[list[str]], T], fields: int) -> list[T]:
     return out
 
 
+def _ranged(text: str, high: int, low: int = 0) -> int:
+    value = int(text)
+    if not low <= value <= high:
+        raise ValueError(f"{value} is outside [{low}, {high}]")
+    return value
+
+
+def _offset(text: str) -> int:
+    # -1 is how Kafka's checkpoints say "no offset" for a partition
+    return _ranged(text, INT64_MAX, -1)
+
+
 class OffsetCheckpointFile:
     """``recovery-point-offset-checkpoint`` and friends: ``<topic> <partition> <offset>`` lines."""
 
@@ -76,7 +96,7 @@ class OffsetCheckpointFile:
 
     def read(self) -> dict[TopicPartition, int]:
         def parse(parts: list[str]) -> tuple[TopicPartition, int]:
-            return TopicPartition(parts[0], int(parts[1])), int(parts[2])
+            return TopicPartition(parts[0], _ranged(parts[1], INT32_MAX)), _offset(parts[2])
 
         return dict(_read(self.path, parse, 3))
 
@@ -91,4 +111,4 @@ class LeaderEpochCheckpointFile:
         _write(self.path, [f"{epoch} {start}" for epoch, start in entries], sync)
 
     def read(self) -> list[tuple[int, int]]:
-        return _read(self.path, lambda p: (int(p[0]), int(p[1])), 2)
+        return _read(self.path, lambda p: (_ranged(p[0], INT32_MAX), _offset(p[1])), 2)

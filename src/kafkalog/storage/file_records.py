@@ -19,15 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from kafkalog.errors import CorruptRecordError, KafkaLogError, LogClosedError
-from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords
-from kafkalog.records.scanner import batch_extent
+from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError, LogClosedError
+from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords, ScanStop
+from kafkalog.records.scanner import batch_extent, next_batch_size
 from kafkalog.storage import page_in as paging
 from kafkalog.storage.background import BackgroundJob
+from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 from kafkalog.types import INT32_MAX
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+READ_CHUNK = 8 << 20  # how much ``batches`` copies at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,34 +88,38 @@ class FileRecords:
     Owns the descriptor and a cached read-only mapping. ``size`` is the logical end (data), which
     for a preallocated file is below the physical length until ``trim``. Appends are serialised by
     the caller (the log lock); reads and scans may run from any thread.
+
+    Concurrency (one discipline, after Kafka's ``AbstractIndex`` remap lock): every reader of the
+    descriptor or the mapping *pins* the file for the duration of its access (``_pinned``). While
+    a pin is held the descriptor stays open, the mapping it was handed stays mapped, and the data
+    is not shortened: ``truncate_to`` and ``trim`` wait for the pins to go before they cut the
+    file (a read past a cut end of a mapping is SIGBUS, and a pread would come back short);
+    ``close_handler`` defers closing the descriptor to the last reader. A mapping is never closed
+    under a reader: a remap or a close only drops the cached reference, and the old mapping goes
+    when its last user lets go of it. Pins are never held across a generator's ``yield``.
     """
 
     def __init__(self, path: Path, *, preallocate_size: int = 0, writable: bool = True) -> None:
         self.path = path
-        existed = path.exists()
-        self._fd: int | None = os.open(
-            path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644
-        )
-        physical = os.fstat(self._fd).st_size
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        # never follow a link: a planted symlink must not make us write or cut another file
+        fd = open_no_follow(path, flags | os.O_NOFOLLOW, "segment file")
+        existed = os.fstat(fd).st_size > 0 or not preallocate_size
+        physical = os.fstat(fd).st_size
         if physical > INT32_MAX:
-            os.close(self._fd)
+            os.close(fd)
             raise CorruptRecordError(
                 f"file size {physical} exceeds the maximum segment size {INT32_MAX}", file=str(path)
             )
+        self._fd: int | None = fd
         if not existed and preallocate_size > 0:
-            os.ftruncate(self._fd, preallocate_size)
+            storage_call(os.ftruncate, fd, preallocate_size, what=f"preallocating {path}")
             self._size = 0
         else:
             self._size = physical
-        self._map_lock = threading.Lock()
-        # Page-ins read the mapping off the lock; a read past a truncated end would be SIGBUS,
-        # so truncation waits for the page-ins under way (at most one stretch each).
-        self._paging_in = 0
-        self._page_ins_done = threading.Condition(self._map_lock)
-        # Readers pin the descriptor: closing a segment (retention, compaction) while another
-        # thread is inside pread would let the number be reused by a newly opened file, and the
-        # read would silently come from that file. A pinned descriptor closes when unpinned.
+        self._lock = threading.Lock()
         self._pins = 0
+        self._unpinned = threading.Condition(self._lock)
         self._close_when_unpinned = False
         self._map: mmap.mmap | None = None
         self._map_length = 0
@@ -126,6 +133,52 @@ class FileRecords:
             raise LogClosedError(f"{self.path} is closed")
         return self._fd
 
+    # --- pins ------------------------------------------------------------------------------------
+
+    def _pin(self) -> int:
+        with self._lock:
+            fd = self._check_open()
+            self._pins += 1
+            return fd
+
+    def _unpin(self) -> None:
+        with self._lock:
+            self._pins -= 1
+            if self._pins:
+                return
+            self._unpinned.notify_all()
+            if self._close_when_unpinned and self._fd is not None:
+                self._close_when_unpinned = False
+                os.close(self._fd)
+                self._fd = None
+
+    @contextmanager
+    def _pinned(self) -> Iterator[int]:
+        fd = self._pin()
+        try:
+            yield fd
+        finally:
+            self._unpin()
+
+    def _pinned_mapping(self, end: int) -> mmap.mmap | None:
+        """The mapping, covering at least ``end`` bytes if the file has them; caller is pinned."""
+        with self._lock:
+            if self._map is None or self._map_length < end:
+                fd = self._check_open()
+                length = os.fstat(fd).st_size
+                if length == 0:
+                    return None
+                # the old mapping stays mapped for whoever still holds it
+                self._map = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+                self._map_length = length
+            return self._map
+
+    def _wait_unpinned_locked(self) -> None:
+        """Under the lock: wait until no reader is inside the file (see the class docstring)."""
+        self._unpinned.wait_for(lambda: self._pins == 0)
+
+    # --- append and read -------------------------------------------------------------------------
+
     def append(
         self,
         data: bytes | bytearray | memoryview,
@@ -135,7 +188,8 @@ class FileRecords:
 
         ``verify``, if given, runs after the write and before the end advances: readers never
         see the bytes until it returns, and if it raises, the write is undone and the error
-        propagates (a follower's checksums computed while the bytes are copied).
+        propagates (a follower's checksums computed while the bytes are copied). A failed write
+        (a full disk) is undone the same way and raised as KafkaStorageError.
         """
         fd = self._check_open()
         view = memoryview(data).cast("B")
@@ -144,7 +198,7 @@ class FileRecords:
                 f"appending {len(view)} bytes would make {self.path} larger than {INT32_MAX} bytes"
             )
         start = self._size
-        physical = os.fstat(fd).st_size if verify is not None else 0
+        physical = os.fstat(fd).st_size
         position = start
         try:
             while view:
@@ -153,9 +207,12 @@ class FileRecords:
                 view = view[written:]
             if verify is not None:
                 verify()
-        except BaseException:
-            if verify is not None:
-                self._undo_write(fd, start, position, physical)
+        except BaseException as err:
+            if position > start:
+                with contextlib.suppress(OSError):
+                    self._undo_write(fd, start, position, physical)
+            if isinstance(err, OSError):
+                raise storage_error(err, f"appending to {self.path}") from err
             raise
         self._size = position
         return position - start
@@ -173,69 +230,42 @@ class FileRecords:
             os.ftruncate(fd, physical)
 
     def read(self, position: int, size: int) -> bytes:
-        """Bytes ``[position, position + size)``, clipped to the logical end."""
-        with self._map_lock:
-            fd = self._check_open()
-            self._pins += 1
-        try:
-            return self._pread(fd, position, size)
-        finally:
-            with self._map_lock:
-                self._pins -= 1
-                if not self._pins and self._close_when_unpinned:
-                    self._close_when_unpinned = False
-                    os.close(fd)
-
-    def _pread(self, fd: int, position: int, size: int) -> bytes:
-        end = min(position + size, self._size)
-        if position < 0 or position > self._size:
-            raise ValueError(f"position {position} is outside {self.path} of size {self._size}")
-        data = os.pread(fd, end - position, position)
-        if len(data) == end - position:
-            return data
-        parts = [data]  # a short read: keep going
-        at = position + len(data)
-        while at < end:
-            more = os.pread(fd, end - at, at)
-            if not more:
-                raise CorruptRecordError("file ended before its logical size", file=str(self.path))
-            parts.append(more)
-            at += len(more)
-        return b"".join(parts)
+        """Bytes ``[position, position + size)``, clipped to the logical end (a range since
+        truncated reads as empty)."""
+        if position < 0 or size < 0:
+            raise InvalidArgumentError(
+                f"cannot read {size} bytes at position {position} of {self.path}"
+            )
+        with self._pinned() as fd:
+            end = min(position + size, self._size)
+            if end <= position:
+                return b""
+            data = os.pread(fd, end - position, position)
+            if len(data) == end - position:
+                return data
+            parts = [data]  # a short read: keep going
+            at = position + len(data)
+            while at < end:
+                more = os.pread(fd, end - at, at)
+                if not more:
+                    raise CorruptRecordError(
+                        "file ended before its logical size", file=str(self.path)
+                    )
+                parts.append(more)
+                at += len(more)
+            return b"".join(parts)
 
     def slice(self, position: int, size: int) -> FileSlice:
-        if position < 0 or position > self._size:
-            raise ValueError(
-                f"slice position {position} is outside {self.path} of size {self._size}"
+        """A reference to ``[position, position + size)``, clipped to the logical end."""
+        if position < 0 or size < 0:
+            raise InvalidArgumentError(
+                f"cannot slice {size} bytes at position {position} of {self.path}"
             )
-        if size < 0:
-            raise ValueError(f"slice size {size} is negative")
-        return FileSlice(self, position, min(size, self._size - position))
+        current = self._size
+        position = min(position, current)
+        return FileSlice(self, position, min(size, current - position))
 
     # --- scanning -------------------------------------------------------------------------------
-
-    def _mapping(self, end: int) -> mmap.mmap | None:
-        with self._map_lock:
-            return self._mapping_locked(end)
-
-    def _mapping_locked(self, end: int) -> mmap.mmap | None:
-        if self._map is None or self._map_length < end:
-            fd = self._check_open()
-            length = os.fstat(fd).st_size
-            if length == 0:
-                return None
-            self._drop_map_locked()
-            self._map = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
-            self._map_length = length
-        return self._map
-
-    def _drop_map_locked(self) -> None:
-        if self._map is not None:
-            # a caller may still hold a view; the mapping is then freed when it lets go
-            with contextlib.suppress(BufferError):
-                self._map.close()
-            self._map = None
-            self._map_length = 0
 
     def page_in(self, start: int, end: int) -> bool:
         """Map the pages of data ``[start, end)`` into this process's page tables now
@@ -244,24 +274,22 @@ class FileRecords:
         segment's first stretch. Best effort: False where it cannot be done."""
         if not paging.available():
             return False
-        with self._map_lock:
-            end = min(end, self._size)
-            mapping = self._mapping_locked(end) if end > start and self._fd is not None else None
-            end = min(end, self._map_length)
-            if mapping is None or end <= start:
-                return False
-            try:  # the view pins the mapping; the lock is let go, as the walk needs it meanwhile
-                view = memoryview(mapping)
-            except ValueError:  # closed meanwhile
-                return False
-            self._paging_in += 1
         try:
-            return paging.populate(view, start, end)
+            self._pin()
+        except LogClosedError:
+            return False
+        try:
+            end = min(end, self._size)
+            mapping = self._pinned_mapping(end) if end > start else None
+            if mapping is None:
+                return False
+            end = min(end, len(mapping))
+            if end <= start:
+                return False
+            with memoryview(mapping) as view:
+                return paging.populate(view, start, end)
         finally:
-            view.release()
-            with self._map_lock:
-                self._paging_in -= 1
-                self._page_ins_done.notify_all()
+            self._unpin()
 
     def page_in_ahead(self, start: int, end: int) -> BackgroundJob | None:
         """``page_in`` on a worker thread, so a walk over the range before it does not wait;
@@ -271,11 +299,16 @@ class FileRecords:
         return paging.WORKER.submit(BackgroundJob(lambda: self.page_in(start, end)))
 
     def _shrink_file(self, fd: int, size: int) -> None:
-        """ftruncate once no page-in can still be reading the part cut off."""
-        with self._map_lock:
-            self._drop_map_locked()
-            self._page_ins_done.wait_for(lambda: self._paging_in == 0)
-            os.ftruncate(fd, size)  # under the lock: no new mapping of the old length meanwhile
+        """ftruncate once no reader can still be inside the part cut off."""
+        with self._lock:
+            self._wait_unpinned_locked()
+            if self._map is not None:
+                with contextlib.suppress(BufferError):  # a view kept past its block: it stays
+                    self._map.close()
+                self._map = None
+                self._map_length = 0
+            # under the lock: no new pin, and so no mapping of the old length, meanwhile
+            storage_call(os.ftruncate, fd, size, what=f"truncating {self.path}")
 
     @contextmanager
     def scanner(
@@ -286,57 +319,107 @@ class FileRecords:
         verify_crc: bool = True,
         deep: bool = False,
         max_batch_size: int | None = None,
+        base_offset: int | None = None,
     ) -> Iterator[BatchScanner]:
         """A BatchScanner over ``[start, end)`` of the data (end defaults to the logical size).
 
         Batches it yields are views of the mapping: copy what must outlive the ``with`` block.
+        ``base_offset`` (the segment's) makes offsets that leave the segment's range or go
+        backwards count as damage (ScanStop.BAD_OFFSET).
         """
-        stop = self._size if end is None else min(end, self._size)
-        with self.mapped(stop if stop > start else 0) as view:
+        with self.mapped(end) as view:
             yield BatchScanner(
                 view,
-                start=min(start, len(view)),
+                start=min(max(start, 0), len(view)),
                 verify_crc=verify_crc,
                 deep=deep,
                 max_batch_size=max_batch_size,
                 file=str(self.path),
+                base_offset=base_offset,
             )
 
     @contextmanager
     def mapped(self, end: int | None = None) -> Iterator[memoryview]:
         """The data ``[0, end)`` (end defaults to, and is clipped to, the logical size) as a view
         of the cached mapping: no copy, and pages a second pass reads are already mapped.
-        Copy what must outlive the ``with`` block."""
-        stop = self._size if end is None else min(end, self._size)
-        mapping = self._mapping(stop) if stop > 0 else None
-        view = memoryview(mapping)[:stop] if mapping is not None else memoryview(b"")
-        try:
-            yield view
-        finally:
-            view.release()
+        The file is pinned meanwhile (see the class docstring). Copy what must outlive the
+        ``with`` block."""
+        with self._pinned():
+            stop = self._size if end is None else max(0, min(end, self._size))
+            mapping = self._pinned_mapping(stop) if stop > 0 else None
+            if mapping is None:
+                yield memoryview(b"")
+                return
+            view = memoryview(mapping)[: min(stop, len(mapping))]
+            try:
+                yield view
+            finally:
+                view.release()
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
-        """Complete batches from ``start`` without CRC checks (reads of data already validated)."""
-        with self.scanner(start, end, verify_crc=False) as scan:
+        """Complete batches from ``start`` without CRC checks (reads of data already validated).
+
+        The batches are copies read in chunks, so no pin is held while the caller holds the
+        generator: a caller may truncate between two batches."""
+        position = max(start, 0)
+        chunk = READ_CHUNK
+        while True:
+            stop = self._size if end is None else min(end, self._size)
+            if position >= stop:
+                return
+            try:
+                data = self.read(position, min(chunk, stop - position))
+            except LogClosedError:
+                return
+            scan = BatchScanner(data, verify_crc=False, file=str(self.path))
             yield from scan
+            if scan.valid_bytes == 0:
+                if scan.stop is ScanStop.TRUNCATED and len(data) < stop - position:
+                    chunk = max(chunk * 2, next_batch_size(data) or chunk)
+                    continue
+                return
+            position += scan.valid_bytes
+            chunk = READ_CHUNK
 
     def search_for_offset_with_size(self, target: int, start_position: int) -> BatchPosition | None:
-        """The first batch at or after ``start_position`` whose last offset is >= target."""
-        stop = self._size
-        if start_position >= stop:
+        """The first batch at or after ``start_position`` whose last offset is >= target.
+
+        Headers only, no CRC (Kafka's ``FileRecords.searchForOffsetWithSize``), but a batch
+        whose last offset is not above the one before it, or than the batch after it, is
+        damage, not an answer: CorruptRecordError (a flipped bit in a base offset is outside
+        the CRC)."""
+        with self._pinned():
+            stop = self._size
+            if start_position >= stop:
+                return None
+            mapping = self._pinned_mapping(stop)
+            if mapping is None:
+                return None
+            stop = min(stop, len(mapping))
+            # struct reads the mapping directly: no view, no generator on the path of every fetch
+            position = max(start_position, 0)
+            buffer = cast("bytes", mapping)  # any buffer does; the records layer does not name mmap
+            previous = -1
+            while (found := batch_extent(buffer, position, stop)) is not None:
+                size, last = found
+                if last <= previous:
+                    self._offsets_out_of_order(position, last, previous)
+                if last >= target:
+                    after = batch_extent(buffer, position + size, stop)
+                    if after is not None and after[1] <= last:
+                        self._offsets_out_of_order(position + size, after[1], last)
+                    return BatchPosition(last, position, size)
+                previous = last
+                position += size
             return None
-        mapping = self._mapping(stop)
-        if mapping is None:
-            return None
-        # struct reads the mapping directly: no view, no generator on the path of every fetch
-        position = start_position
-        buffer = cast("bytes", mapping)  # any buffer does; the records layer does not name mmap
-        while (found := batch_extent(buffer, position, stop)) is not None:
-            size, last = found
-            if last >= target:
-                return BatchPosition(last, position, size)
-            position += size
-        return None
+
+    def _offsets_out_of_order(self, position: int, last: int, previous: int) -> None:
+        raise CorruptRecordError(
+            f"batch last offset {last} does not follow the offset {previous} before it",
+            file=str(self.path),
+            position=position,
+            offset=last,
+        )
 
     def search_for_timestamp(
         self, target: int, start_position: int, starting_offset: int
@@ -365,16 +448,17 @@ class FileRecords:
     # --- mutation ------------------------------------------------------------------------------
 
     def truncate_to(self, target_size: int) -> int:
-        """Cut the data at ``target_size``; return the bytes removed."""
+        """Cut the data at ``target_size``; return the bytes removed. Waits for readers inside
+        the part cut off (see the class docstring)."""
         fd = self._check_open()
         if target_size > self._size or target_size < 0:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"attempt to truncate {self.path} to {target_size} bytes; it holds {self._size}"
             )
         removed = self._size - target_size
         if removed or os.fstat(fd).st_size != target_size:
+            self._size = target_size  # new readers stop here while the cut waits for old ones
             self._shrink_file(fd, target_size)
-        self._size = target_size
         return removed
 
     def trim(self) -> None:
@@ -384,34 +468,48 @@ class FileRecords:
             self._shrink_file(fd, self._size)
 
     def flush(self) -> None:
-        os.fdatasync(self._check_open())
+        storage_call(os.fdatasync, self._check_open(), what=f"flushing {self.path}")
 
     def close(self) -> None:
         if self._fd is None:
             return
-        self.trim()
-        self.close_handler()
+        try:
+            self.trim()
+        finally:
+            self.close_handler()
 
     def close_handler(self) -> None:
-        with self._map_lock:
-            self._drop_map_locked()
+        """Release the descriptor; a reader inside the file keeps it until it is done."""
+        with self._lock:
+            self._map = None  # unmapped when its last user lets go
+            self._map_length = 0
             if self._fd is not None:
                 if self._pins:
                     self._close_when_unpinned = True  # the last reader closes it
                 else:
                     os.close(self._fd)
-                self._fd = None
+                    self._fd = None
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._fd is None or self._close_when_unpinned
 
     def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
+        with self._lock:
+            storage_call(os.replace, self.path, path, what=f"renaming {self.path}")
+            self.path = path
 
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.path).st_mtime * 1000)
+        """The data file's mtime, through the descriptor while it is open (a reader racing a
+        rename to .swap or .deleted must not fail on the old name)."""
+        try:
+            with self._pinned() as fd:
+                return int(os.fstat(fd).st_mtime * 1000)
+        except LogClosedError:
+            try:
+                return int(os.stat(self.path).st_mtime * 1000)
+            except FileNotFoundError:
+                return 0
 
     def set_last_modified_ms(self, ms: int) -> None:
         os.utime(self.path, (ms / 1000, ms / 1000))

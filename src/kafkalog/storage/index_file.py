@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kafkalog.errors import LogClosedError
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
+from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 
 
 class IndexFile:
@@ -42,27 +43,42 @@ class IndexFile:
         self.writable = writable
         self._lock = threading.RLock()
         size = self.entry.size
-        exists = path.exists() and path.stat().st_size > 0
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
-        self._fd: int | None = os.open(path, flags, 0o644)
-        if not exists and writable:
-            os.ftruncate(self._fd, self._round(max_index_size))
-        self._length = os.fstat(self._fd).st_size
-        if exists:
-            valid = self._length - self._length % size
-            self._buf = bytearray(os.pread(self._fd, valid, 0))
-        else:
-            self._buf = bytearray()
+        fd = open_no_follow(path, flags, "index file")
+        self._fd: int | None = fd
+        try:
+            exists = os.fstat(fd).st_size > 0
+            if not exists and writable:
+                os.ftruncate(fd, self._round(max_index_size))
+            self._length = os.fstat(fd).st_size
+            if exists:
+                valid = self._length - self._length % size
+                self._buf = bytearray(os.pread(fd, valid, 0))
+            else:
+                self._buf = bytearray()
+        except OSError as err:
+            os.close(fd)
+            raise storage_error(err, f"opening index {path}") from err
         self.entries = len(self._buf) // size
         self._persisted = self.entries
         self._keys = self._key_column()
 
     def _key_column(self) -> array[int]:
         """Column 0 of every entry, for C-speed binary search (8 bytes an entry, as in the file)."""
-        size = self.entry.size
-        return array(
-            "q", (self.entry.unpack_from(self._buf, i)[0] for i in range(0, len(self._buf), size))
-        )
+        return array("q", (entry[0] for entry in self.entry.iter_unpack(self._buf)))
+
+    def entry_problem(self, data_size: int) -> str | None:
+        """What is wrong with the entries, judged against the data file's size; None if they
+        are sane. Kafka checks the last entry against the base offset and the file length; a
+        damaged middle entry would silently send reads to the wrong place, so every entry is
+        checked (subclasses say what ordering their entries need)."""
+        with self._lock:
+            if self._length % self.entry.size:
+                return f"file length {self._length} is not a multiple of {self.entry.size}"
+            return self._entries_problem(data_size)
+
+    def _entries_problem(self, data_size: int) -> str | None:
+        raise NotImplementedError
 
     def _round(self, n: int) -> int:
         return n - n % self.entry.size
@@ -151,7 +167,7 @@ class IndexFile:
         view = memoryview(self._buf)[start : self.entries * size]
         at = start
         while view:
-            n = os.pwrite(fd, view, at)
+            n = storage_call(os.pwrite, fd, view, at, what=f"writing index {self.path}")
             at += n
             view = view[n:]
         self._persisted = self.entries
@@ -164,7 +180,7 @@ class IndexFile:
             if rounded == self._length:
                 return False
             self._write_pending()
-            os.ftruncate(fd, rounded)
+            storage_call(os.ftruncate, fd, rounded, what=f"resizing index {self.path}")
             self._length = rounded
             keep = min(self.entries, rounded // self.entry.size)
             self._truncate_to_entries(keep)
@@ -194,17 +210,19 @@ class IndexFile:
             if self.writable:
                 # Kafka forces the index's mapping (msync), which syncs data and the size only,
                 # not timestamps: fdatasync is that, at about 3/4 of fsync's cost here
-                os.fdatasync(self._fd)
+                storage_call(os.fdatasync, self._fd, what=f"flushing index {self.path}")
 
     def close(self) -> None:
         with self._lock:
             if self._fd is None:
                 return
-            if self.writable:
-                self.trim_to_valid_size()
-                self._write_pending()
-            os.close(self._fd)
-            self._fd = None
+            try:
+                if self.writable:
+                    self.trim_to_valid_size()
+                    self._write_pending()
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
     def close_handler(self) -> None:
         """Release the descriptor without writing anything (as after a crash, or for deletion)."""

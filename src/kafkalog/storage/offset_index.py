@@ -84,6 +84,22 @@ class OffsetIndex(IndexFile):
                 keep = slot + 1
             self._truncate_to_entries(min(keep, self.entries))
 
+    def _entries_problem(self, data_size: int) -> str | None:
+        keys = self._keys
+        if self.entries and data_size == 0:
+            return f"{self.entries} entries for an empty segment"
+        if self.entries and keys[0] < 0:
+            return f"entry 0 has a negative relative offset {keys[0]}"
+        for n in range(1, self.entries):
+            if keys[n] <= keys[n - 1]:
+                return f"entry {n} (relative offset {keys[n]}) does not follow {keys[n - 1]}"
+        last_position = -1
+        for n, (_, position) in enumerate(ENTRY.iter_unpack(self._buf)):
+            if position < last_position or position >= data_size:
+                return f"entry {n} points at position {position} (data size {data_size})"
+            last_position = position
+        return None
+
     def sanity_check(self) -> None:
         if self.entries and self.last_offset < self.base_offset:
             raise CorruptIndexError(

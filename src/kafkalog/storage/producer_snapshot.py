@@ -18,6 +18,7 @@ from typing import NamedTuple
 from kafkalog.errors import CorruptSnapshotError
 from kafkalog.records.crc import crc32c
 from kafkalog.storage import filenames as fn
+from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 
 # version (int16), crc (uint32) over everything after it, entry count (int32)
 HEADER = struct.Struct(">hIi")
@@ -78,13 +79,15 @@ def write_snapshot(path: Path, entries: Iterable[SnapshotEntry], *, sync: bool =
     """Create (or replace) ``path``. A torn write is caught by the CRC on the next load, so no
     temporary file is needed; ``sync`` fsyncs the file (Kafka defers it for roll snapshots)."""
     data = encode_snapshot(entries)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "producer snapshot")
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
+    except OSError as err:
+        raise storage_error(err, f"writing snapshot {path}") from err
     finally:
         os.close(fd)
 
@@ -103,7 +106,7 @@ def fsync_snapshot(path: Path) -> None:
     except FileNotFoundError:
         return
     try:
-        os.fsync(fd)
+        storage_call(os.fsync, fd, what=f"syncing snapshot {path}")
     finally:
         os.close(fd)
 

@@ -8,12 +8,14 @@ and parsing batches itself (the one scanner does, through FileRecords).
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.clock import Clock
-from kafkalog.errors import InvalidOffsetError, KafkaLogError
+from kafkalog.errors import InvalidArgumentError, InvalidOffsetError, KafkaLogError
 from kafkalog.records import AbortedTransaction, AnyBatch, MemoryRecords, ScanStop
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
@@ -24,6 +26,8 @@ from kafkalog.storage.time_index import ENTRY as TIME_ENTRY
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.storage.txn_index import TransactionIndex
 from kafkalog.types import INT32_MAX, NO_TIMESTAMP
+
+logger = logging.getLogger("kafkalog.storage.segment")
 
 
 class LogSegmentOffsetOverflowError(KafkaLogError):
@@ -74,6 +78,17 @@ class SegmentRecovery:
 
 
 @dataclass(frozen=True, slots=True)
+class _IndexBuild:
+    valid_bytes: int
+    last_index_entry: int
+    batches: int
+    stop: ScanStop
+    reason: str | None
+    next_offset: int
+    max_timestamp: TimestampOffset
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentParams:
     """The topic settings a segment needs (``index.interval.bytes``, ``segment.index.bytes``,
     ``preallocate`` / ``segment.bytes``)."""
@@ -86,7 +101,13 @@ class SegmentParams:
 
 class LogSegment:
     """A segment of one partition. Appends are serialised by the log's lock; reads and lookups
-    may run concurrently with an append (they see a prefix of it). Indexes open lazily.
+    may run concurrently with an append (they see a prefix of it).
+
+    The offset and time indexes open lazily (Kafka's ``LazyIndex``), exactly once, under
+    ``_lazy_lock``: two threads that both find an index unopened must not both open it, or the
+    second would read the first's preallocated file as a full index of zero entries. The cached
+    largest timestamp is first loaded under the same lock, so a reader's load can never
+    overwrite what an append has just recorded.
     """
 
     def __init__(
@@ -110,6 +131,7 @@ class LogSegment:
         self.log = FileRecords(
             filenames.log_file(directory, base_offset, file_suffix), preallocate_size=preallocate
         )
+        self._lazy_lock = threading.Lock()
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self.txn_index = TransactionIndex(
@@ -124,17 +146,68 @@ class LogSegment:
 
     @property
     def offset_index(self) -> OffsetIndex:
-        if self._offset_index is None:
-            path = filenames.offset_index_file(self.directory, self.base_offset, self.file_suffix)
-            self._offset_index = OffsetIndex(path, self.base_offset, self.params.max_index_size)
-        return self._offset_index
+        index = self._offset_index
+        return index if index is not None else self._open_indexes()[0]
 
     @property
     def time_index(self) -> TimeIndex:
-        if self._time_index is None:
-            path = filenames.time_index_file(self.directory, self.base_offset, self.file_suffix)
-            self._time_index = TimeIndex(path, self.base_offset, self.params.max_index_size)
-        return self._time_index
+        index = self._time_index
+        return index if index is not None else self._open_indexes()[1]
+
+    def _open_indexes(self, *, check: bool = True) -> tuple[OffsetIndex, TimeIndex]:
+        """Open both indexes once. ``check``: entries that fail their sanity check are rebuilt
+        from the data (the segment's batches are the truth; an index is a hint)."""
+        with self._lazy_lock:
+            offset_index, time_index = self._offset_index, self._time_index
+            if offset_index is not None and time_index is not None:
+                return offset_index, time_index
+            if offset_index is None:
+                offset_index = OffsetIndex(
+                    self.offset_index_file, self.base_offset, self.params.max_index_size
+                )
+            if time_index is None:
+                time_index = TimeIndex(
+                    self.time_index_file, self.base_offset, self.params.max_index_size
+                )
+            if check:
+                size = self.log.size
+                problem = offset_index.entry_problem(size) or time_index.entry_problem(size)
+                if problem is not None:
+                    logger.warning(
+                        "rebuilding the indexes of %s from its data: %s", self.log.path, problem
+                    )
+                    self._rebuild_indexes(offset_index, time_index)
+            self._offset_index, self._time_index = offset_index, time_index
+            return offset_index, time_index
+
+    def _rebuild_indexes(self, offset_index: OffsetIndex, time_index: TimeIndex) -> None:
+        """Replace both indexes' entries by entries built from the valid batches; the data is
+        not touched (that is recovery's job, under the log lock)."""
+        offset_index.reset()
+        time_index.reset()
+        built = self._index_entries(None, None, offset_index, time_index)
+        self._max_ts_so_far = built.max_timestamp
+
+    def indexes_problem(self) -> str | None:
+        """What is wrong with the index files on disk, checked afresh; None if they are sane
+        (``verify``)."""
+        size = self.log.size
+        for path, kind in (
+            (self.offset_index_file, OffsetIndex),
+            (self.time_index_file, TimeIndex),
+        ):
+            if not path.exists():
+                if kind is OffsetIndex and size:
+                    return f"{path.name} is missing"
+                continue
+            index = kind(path, self.base_offset, 0, writable=False)
+            try:
+                problem = index.entry_problem(size)
+            finally:
+                index.close_handler()
+            if problem is not None:
+                return f"{path.name}: {problem}"
+        return None
 
     @property
     def offset_index_file(self) -> Path:
@@ -151,9 +224,14 @@ class LogSegment:
         return self.log.size
 
     def _max_timestamp_so_far(self) -> TimestampOffset:
-        if self._max_ts_so_far is None:
-            self._max_ts_so_far = self.time_index.last_entry()
-        return self._max_ts_so_far
+        known = self._max_ts_so_far
+        if known is None:
+            index = self.time_index  # outside _lazy_lock, which opening it takes
+            with self._lazy_lock:
+                if self._max_ts_so_far is None:
+                    self._max_ts_so_far = index.last_entry()
+                known = self._max_ts_so_far
+        return known
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -226,7 +304,7 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         self._ensure_offset_in_range(largest_offset)
         self.log.append(records, verify)
-        if largest_timestamp > self.max_timestamp_so_far:
+        if largest_timestamp > self._max_timestamp_so_far().timestamp:
             self._max_ts_so_far = TimestampOffset(
                 largest_timestamp, shallow_offset_of_max_timestamp
             )
@@ -253,7 +331,7 @@ class LogSegment:
     ) -> FetchDataInfo | None:
         """Bytes from the batch holding ``start_offset``; None if nothing at/after it here."""
         if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read of {self.log.path}")
+            raise InvalidArgumentError(f"invalid max size {max_size} for a read of {self.log.path}")
         found = self.translate_offset(start_offset)
         if found is None:
             return None
@@ -268,6 +346,17 @@ class LogSegment:
             self.log.slice(found.position, max(fetch_size, 0)),
             first_entry_incomplete=adjusted < found.size,
         )
+
+    def tail_problem(self) -> str | None:
+        """Whether the data from the last offset-index entry to the end is whole, valid batches
+        in offset order; what is wrong if not (a torn or garbled tail)."""
+        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+        with self.log.scanner(start, verify_crc=True, base_offset=self.base_offset) as scan:
+            for _ in scan:
+                pass
+            if scan.valid_bytes != self.log.size:
+                return str(scan.error) if scan.error is not None else "a partial batch at the end"
+        return None
 
     def read_next_offset(self) -> int:
         start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
@@ -291,11 +380,37 @@ class LogSegment:
         """Rebuild the indexes from the data; truncate at the first invalid byte (spec §4).
 
         ``on_batch``, if given, is called with each valid batch (producer state, leader epochs).
-        Index entries follow the same interval rule as appends and are loaded in bulk.
+        Index entries follow the same interval rule as appends and are loaded in bulk. A batch
+        whose offsets leave the segment or go backwards is invalid (KAFKA-6264's legacy
+        overflow excepted: that raises LogSegmentOffsetOverflowError for a split).
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        offset_index, time_index = self._open_indexes(check=False)
+        offset_index.reset()
+        time_index.reset()
         self.txn_index.reset()
+        callback = on_batch if callable(on_batch) else None
+        built = self._index_entries(max_batch_size, callback, offset_index, time_index)
+        stop = built.stop
+        truncated = self.log.size - built.valid_bytes
+        if truncated > 0:
+            self.log.truncate_to(built.valid_bytes)
+            if stop is ScanStop.END:
+                stop = ScanStop.TRUNCATED
+        self._max_ts_so_far = built.max_timestamp
+        self.bytes_since_last_index_entry = built.valid_bytes - built.last_index_entry
+        return SegmentRecovery(
+            built.valid_bytes, truncated, built.batches, stop, built.reason, built.next_offset
+        )
+
+    def _index_entries(
+        self,
+        max_batch_size: int | None,
+        callback: Callable[[AnyBatch], object] | None,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+    ) -> _IndexBuild:
+        """Walk the valid batches (CRC and offsets checked) and load index entries for them by
+        the interval rule."""
         base = self.base_offset
         max_ts, max_ts_offset = NO_TIMESTAMP, base
         indexed_ts = NO_TIMESTAMP
@@ -306,12 +421,13 @@ class LogSegment:
         last_index_entry = 0
         batches = 0
         interval = self.params.index_interval_bytes
-        callback = on_batch if callable(on_batch) else None
         next_offset = base
-        with self.log.scanner(verify_crc=True, max_batch_size=max_batch_size) as scan:
+        with self.log.scanner(
+            verify_crc=True, max_batch_size=max_batch_size, base_offset=base
+        ) as scan:
             for batch in scan:
                 last = batch.last_offset
-                if not 0 <= last - base <= INT32_MAX:
+                if not 0 <= last - base <= INT32_MAX:  # legacy data only (KAFKA-6264): split
                     self._ensure_offset_in_range(last)
                 if batch.max_timestamp > max_ts:
                     max_ts, max_ts_offset = batch.max_timestamp, last
@@ -328,19 +444,13 @@ class LogSegment:
                     callback(batch)
             stop = scan.stop or ScanStop.END
             reason = str(scan.error) if scan.error is not None else None
-        truncated = self.log.size - valid_bytes
-        if truncated > 0:
-            self.log.truncate_to(valid_bytes)
-            if stop is ScanStop.END:
-                stop = ScanStop.TRUNCATED
-        self.offset_index._load_entries(offset_entries)
-        self.time_index._load_entries(time_entries)
-        self.offset_index.trim_to_valid_size()
-        self._max_ts_so_far = TimestampOffset(max_ts, max_ts_offset)
-        self.time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        self.bytes_since_last_index_entry = valid_bytes - last_index_entry
-        return SegmentRecovery(valid_bytes, truncated, batches, stop, reason, next_offset)
+        offset_index._load_entries(offset_entries)
+        time_index._load_entries(time_entries)
+        offset_index.trim_to_valid_size()
+        top = TimestampOffset(max_ts, max_ts_offset)
+        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        time_index.trim_to_valid_size()
+        return _IndexBuild(valid_bytes, last_index_entry, batches, stop, reason, next_offset, top)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; return the bytes removed."""
@@ -393,15 +503,30 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
+        """Write the last time-index entry, trim and close every file. Every file is closed
+        even if one of them fails (a full disk); the first failure is raised after."""
+        steps: list[Callable[[], None]] = []
         if self._max_ts_so_far is not None and not self.log.closed:
             top = self._max_ts_so_far
-            self.time_index.maybe_append(top.timestamp, top.offset, skip_full_check=True)
+            steps.append(
+                lambda: self.time_index.maybe_append(
+                    top.timestamp, top.offset, skip_full_check=True
+                )
+            )
         if self._offset_index is not None:
-            self._offset_index.close()
+            steps.append(self._offset_index.close)
         if self._time_index is not None:
-            self._time_index.close()
-        self.log.close()
-        self.txn_index.close()
+            steps.append(self._time_index.close)
+        steps += [self.log.close, self.txn_index.close]
+        first: BaseException | None = None
+        for step in steps:
+            try:
+                step()
+            except BaseException as err:
+                first = first or err
+        if first is not None:
+            self.close_handlers()
+            raise first
 
     def close_handlers(self) -> None:
         if self._offset_index is not None:

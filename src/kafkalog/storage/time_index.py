@@ -91,6 +91,16 @@ class TimeIndex(IndexFile):
                 keep = slot + 1
             self._truncate_to_entries(min(keep, self.entries))
 
+    def _entries_problem(self, data_size: int) -> str | None:
+        last_ts, last_rel = NO_TIMESTAMP, 0
+        for n, (ts, rel) in enumerate(ENTRY.iter_unpack(self._buf)):
+            if (n and ts <= last_ts) or rel < last_rel or not 0 <= rel <= INT32_MAX:
+                return f"entry {n} ({ts}, {rel}) does not follow ({last_ts}, {last_rel})"
+            last_ts, last_rel = ts, rel
+        if self.entries and data_size == 0:
+            return f"{self.entries} entries for an empty segment"
+        return None
+
     def sanity_check(self) -> None:
         if self.entries:
             first = self.entry_at(0)

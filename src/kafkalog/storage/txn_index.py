@@ -13,9 +13,11 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
+from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 
 ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, LSO
 ENTRY_SIZE = ENTRY.size  # 34
@@ -65,8 +67,11 @@ class TransactionIndex:
                     f"the last offset of appended transaction {txn} must be greater than "
                     f"{self._last_offset} in {self.path}"
                 )
-            with open(self.path, "ab") as f:
-                f.write(txn.encode())
+            try:
+                with self._open(os.O_WRONLY | os.O_APPEND | os.O_CREAT, "ab") as f:
+                    f.write(txn.encode())
+            except OSError as err:
+                raise storage_error(err, f"appending to {self.path}") from err
             self._last_offset = txn.last_offset
 
     def all_aborted(self) -> list[AbortedTxn]:
@@ -104,7 +109,7 @@ class TransactionIndex:
         entries = self.all_aborted()
         for i, txn in enumerate(entries):
             if txn.last_offset >= offset:
-                with self._lock, open(self.path, "r+b") as f:
+                with self._lock, self._open(os.O_RDWR, "r+b") as f:
                     f.truncate(i * ENTRY_SIZE)
                 self._last_offset = entries[i - 1].last_offset if i else None
                 return
@@ -112,9 +117,13 @@ class TransactionIndex:
     def reset(self) -> None:
         with self._lock:
             if self.path.exists():
-                with open(self.path, "r+b") as f:
+                with self._open(os.O_RDWR, "r+b") as f:
                     f.truncate(0)
             self._last_offset = None
+
+    def _open(self, flags: int, mode: str) -> BinaryIO:
+        """The file, never through a symbolic link; write failures become KafkaStorageError."""
+        return os.fdopen(open_no_follow(self.path, flags, "transaction index"), mode)
 
     def sanity_check(self) -> None:
         for txn in self.all_aborted():
@@ -126,12 +135,14 @@ class TransactionIndex:
                 )
 
     def flush(self) -> None:
-        if self.path.exists():
+        try:
             fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        except FileNotFoundError:
+            return
+        try:
+            storage_call(os.fsync, fd, what=f"syncing {self.path}")
+        finally:
+            os.close(fd)
 
     def rename_to(self, path: Path) -> None:
         with self._lock:

@@ -1,0 +1,89 @@
+"""Making topic creation and deletion all-or-nothing across a crash.
+
+Why: a topic is several partition directories, possibly in several log directories, and no file
+system renames several directories at once. A kill -9 half-way through creating a topic would
+leave 1 of its 2 partitions (and "it exists" when created again); half-way through deleting one,
+a topic with partitions missing. Kafka records the intent in its metadata log first; kafkalog
+records it in a small file in each log directory (a file, which a broker's loader ignores)
+before it touches a partition, and removes it when done. On the next start a pending creation is
+rolled back (it was never acknowledged) and a pending deletion is completed. Refuses: anything
+but whole topics.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import CorruptCheckpointError
+from kafkalog.storage import filenames as fn
+from kafkalog.storage.atomic import delete_if_exists, fsync_dir, write_atomically
+from kafkalog.storage.faults import storage_call
+
+INTENT_FILE = "kafkalog-topic-intent.json"
+CREATE, DELETE = "create", "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIntent:
+    op: str
+    topic: str
+
+
+def record(log_dirs: Iterable[Path], intent: TopicIntent) -> None:
+    """Say, durably and in every log directory, what is about to be done to which topic."""
+    data = json.dumps({"version": 0, "op": intent.op, "topic": intent.topic}).encode()
+    for d in log_dirs:
+        write_atomically(d / INTENT_FILE, data)
+
+
+def clear(log_dirs: Iterable[Path]) -> None:
+    for d in log_dirs:
+        if delete_if_exists(d / INTENT_FILE):
+            fsync_dir(d)
+
+
+def pending(log_dir: Path) -> TopicIntent | None:
+    path = log_dir / INTENT_FILE
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        op, topic = data["op"], data["topic"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CorruptCheckpointError(f"unreadable topic intent: {err}", file=str(path)) from err
+    if op not in (CREATE, DELETE) or not isinstance(topic, str):
+        raise CorruptCheckpointError(f"unknown topic intent {data!r}", file=str(path))
+    return TopicIntent(op, topic)
+
+
+def mark_for_deletion(partition_dir: Path) -> Path:
+    """Rename a partition directory ``<topic>-<p>.<uuid>-delete`` (Kafka's name for a partition
+    being deleted, which every loader skips) and return the new path."""
+    target = partition_dir.with_name(
+        f"{partition_dir.name}.{uuid.uuid4().hex}{fn.DELETE_DIR_SUFFIX}"
+    )
+    storage_call(partition_dir.rename, target, what=f"renaming {partition_dir} for deletion")
+    fsync_dir(partition_dir.parent)
+    return target
+
+
+def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
+    """Undo a pending creation or complete a pending deletion in ``log_dir``: every partition
+    directory of the topic is renamed for deletion. Returns the renamed directories."""
+    renamed = []
+    for child in sorted(log_dir.iterdir()):
+        if not child.is_dir() or child.name.endswith(
+            (fn.DELETE_DIR_SUFFIX, fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)
+        ):
+            continue
+        try:
+            tp = fn.parse_partition_dir_name(child.name)
+        except ValueError:
+            continue
+        if tp.topic == intent.topic:
+            renamed.append(mark_for_deletion(child))
+    return renamed

@@ -1,0 +1,72 @@
+"""The ``.lock`` files that keep two writers out of one directory.
+
+Why: Kafka's LogManager locks each log directory's ``.lock`` so two brokers never own the same
+data. kafkalog also lets a single partition be opened on its own, so a Log locks its partition
+directory's ``.lock`` too (Kafka's loader ignores files it does not know there), and a Log opened
+on its own takes the enclosing log directory's ``.lock`` shared, so it cannot run inside a
+directory a LogManager owns, nor a LogManager start around it. The locks are ``flock``s: they
+conflict between processes and between two opens in one process, and the kernel drops them when
+a process dies, so a kill -9 never leaves a directory locked. Refuses: waiting for a lock
+(callers are told at once who holds it) and creating a ``.lock`` in a directory it does not own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from kafkalog.errors import LogDirectoryLockedError
+from kafkalog.storage.faults import open_no_follow
+from kafkalog.storage.filenames import LOCK_FILE
+
+
+class DirectoryLock:
+    """A held ``flock`` on ``<directory>/.lock``; ``release`` is idempotent."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd: int | None = fd
+        self.path = path
+
+    @classmethod
+    def exclusive(cls, directory: Path, what: str) -> DirectoryLock:
+        """Lock ``directory`` for writing, creating its ``.lock``; LogDirectoryLockedError if
+        another writer (or a reader of the shared kind) holds it."""
+        path = directory / LOCK_FILE
+        fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, "lock file")
+        return cls._take(fd, path, fcntl.LOCK_EX, what)
+
+    @classmethod
+    def shared_if_present(cls, directory: Path, what: str) -> DirectoryLock | None:
+        """Take ``directory``'s ``.lock`` shared if it has one (a log directory a LogManager
+        has used); None if it has none."""
+        path = directory / LOCK_FILE
+        try:
+            fd = open_no_follow(path, os.O_RDONLY, "lock file")
+        except FileNotFoundError:
+            return None
+        return cls._take(fd, path, fcntl.LOCK_SH, what)
+
+    @classmethod
+    def _take(cls, fd: int, path: Path, mode: int, what: str) -> DirectoryLock:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            raise LogDirectoryLockedError(
+                f"{what} {path.parent} is locked by another process or log manager "
+                f"({path} is held); close the other writer first"
+            ) from err
+        return cls(fd, path)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
