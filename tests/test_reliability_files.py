@@ -18,13 +18,16 @@ from click.testing import CliRunner
 from kafkalog import (
     CorruptRecordError,
     InvalidArgumentError,
+    IsolationLevel,
     KafkaLogError,
     KafkaStorageError,
     Log,
     LogConfig,
     LogManager,
     ManualClock,
+    ProducerFields,
     Record,
+    committed_records,
 )
 from kafkalog.cli.main import cli
 from kafkalog.errors import CorruptCheckpointError, LogDirectoryLockedError, NotARegularFileError
@@ -437,3 +440,67 @@ def test_every_error_here_is_a_kafkalog_error() -> None:
     for error in (KafkaStorageError, NotARegularFileError, LogDirectoryLockedError):
         assert issubclass(error, KafkaLogError)
     assert ManualClock  # imported for the fixtures' clocks elsewhere
+
+
+# --- 7. read_committed without a trustworthy .txnindex ------------------------------------------
+
+
+def _transactional_log(d: Path) -> None:
+    """pid 1 commits a-*, pid 2 aborts b-* (spread over two segments), plain d-* between."""
+    config = LogConfig.from_properties({"segment.bytes": "1024"})
+    with Log.open(d, config) as log:
+        log.append(records(2), producer=ProducerFields(1, 0, 0, is_transactional=True))
+        log.append(
+            [Record(b"aborted-%d" % i) for i in range(3)],
+            producer=ProducerFields(2, 0, 0, is_transactional=True),
+        )
+        for _ in range(6):
+            log.append(records(4))
+        log.append_end_txn_marker(1, 0, "commit")
+        log.append_end_txn_marker(2, 0, "abort")
+        log.append(records(1))
+        assert log.number_of_segments > 1
+
+
+def _read_all(log: Log, isolation: IsolationLevel | None) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    offset = 0
+    while offset < log.log_end_offset:
+        info = log.read(offset, 1 << 20, isolation=isolation)
+        if info.records is None:
+            break
+        out += [r.value for r in log.read_records(offset, 1 << 20, isolation=isolation)]
+        offset = _next(info)
+    return out
+
+
+def _next(info: object) -> int:
+    batches = list(info.records.records().batches())  # type: ignore[attr-defined]
+    return int(batches[-1].next_offset)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "emptied"])
+def test_read_committed_never_serves_aborted_records_without_a_txn_index(
+    tmp_path: Path, damage: str
+) -> None:
+    d = tmp_path / "t-0"
+    _transactional_log(d)
+    indexes = list(d.glob("*" + fn.TXN_INDEX_FILE_SUFFIX))
+    assert indexes
+    for path in indexes:
+        if damage == "deleted":
+            path.unlink()
+        else:
+            path.write_bytes(b"")
+    with Log.open(d) as log:
+        values = _read_all(log, IsolationLevel.READ_COMMITTED)
+        everything = _read_all(log, None)
+    assert any(v and v.startswith(b"aborted") for v in everything)
+    assert not any(v and v.startswith(b"aborted") for v in values)
+    assert len(values) == len(everything) - 3
+    view = PartitionView(d)
+    end = view.last_stable_offset()
+    served = [
+        r.value for r in committed_records(view.batches(0, end), view.aborted_transactions(0, end))
+    ]
+    assert served == values

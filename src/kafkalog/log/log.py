@@ -130,72 +130,39 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             if value is not None:
                 check_offset(name, value)
         storage_call(directory.mkdir, 0o777, True, True, what=f"creating {directory}")
-        locks: list[DirectoryLock] = []
+        locks = DirectoryLock.for_partition(directory, log_dir_locked=log_dir_locked)
         try:
-            if not log_dir_locked:
-                parent = DirectoryLock.shared_if_present(directory.parent, "log directory")
-                if parent is not None:
-                    locks.append(parent)
-            locks.append(DirectoryLock.exclusive(directory, "partition directory"))
-            return cls._open_locked(
+            config = config or LogConfig()
+            clock = clock or SYSTEM_CLOCK
+            standalone = None
+            if had_clean_shutdown is None:
+                standalone = StandaloneState(directory)
+                state = standalone.read()
+                had_clean_shutdown = state.had_clean_shutdown
+                if recovery_point is None:
+                    recovery_point = state.recovery_point
+                if log_start_offset is None:
+                    log_start_offset = state.log_start_offset
+            epochs = LeaderEpochCache(directory)
+            rng = rng or random.Random()
+            loaded = load(
                 directory,
                 config,
                 clock,
-                recovery_point=recovery_point,
-                log_start_offset=log_start_offset,
+                epochs,
                 had_clean_shutdown=had_clean_shutdown,
+                recovery_point=recovery_point or 0,
+                log_start_offset=log_start_offset or 0,
                 rng=rng,
                 producer_state_config=producer_state_config,
-                locks=tuple(locks),
             )
+            log = cls(directory, config, clock, loaded, epochs, standalone, rng, locks)
+            if standalone is not None:
+                standalone.save(log.recovery_point, log.log_start_offset)
+            return log
         except BaseException:
-            for lock in locks:
-                lock.release()
+            DirectoryLock.release_all(locks)
             raise
-
-    @classmethod
-    def _open_locked(
-        cls,
-        directory: Path,
-        config: LogConfig | None,
-        clock: Clock | None,
-        *,
-        recovery_point: int | None,
-        log_start_offset: int | None,
-        had_clean_shutdown: bool | None,
-        rng: random.Random | None,
-        producer_state_config: ProducerStateConfig | None,
-        locks: tuple[DirectoryLock, ...],
-    ) -> Log:
-        config = config or LogConfig()
-        clock = clock or SYSTEM_CLOCK
-        standalone = None
-        if had_clean_shutdown is None:
-            standalone = StandaloneState(directory)
-            state = standalone.read()
-            had_clean_shutdown = state.had_clean_shutdown
-            recovery_point = state.recovery_point if recovery_point is None else recovery_point
-            log_start_offset = (
-                state.log_start_offset if log_start_offset is None else log_start_offset
-            )
-        epochs = LeaderEpochCache(directory)
-        loaded = load(
-            directory,
-            config,
-            clock,
-            epochs,
-            had_clean_shutdown=had_clean_shutdown,
-            recovery_point=recovery_point or 0,
-            log_start_offset=log_start_offset or 0,
-            rng=rng or random.Random(),
-            producer_state_config=producer_state_config,
-        )
-        log = cls(
-            directory, config, clock, loaded, epochs, standalone, rng or random.Random(), locks
-        )
-        if standalone is not None:
-            standalone.save(log.recovery_point, log.log_start_offset)
-        return log
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -589,8 +556,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             self._release_locks()
 
     def _release_locks(self) -> None:
-        for lock in reversed(self._locks):
-            lock.release()
+        DirectoryLock.release_all(self._locks)
 
     @property
     def closed(self) -> bool:

@@ -8,7 +8,7 @@ Refuses: any mutation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -16,11 +16,13 @@ from kafkalog.errors import InvalidArgumentError, LogClosedError, OffsetOutOfRan
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.records import (
     AbortedTransaction,
+    AnyBatch,
     BatchScanner,
     Record,
     ScanStop,
     committed_records,
 )
+from kafkalog.records.committed import aborted_from_markers
 from kafkalog.storage.file_records import TimestampAndOffset
 from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
@@ -95,7 +97,8 @@ class ReadPath:
     ) -> FetchDataInfo:
         """Read from ``start_offset`` (see ``_read``); a read racing the removal of its segment
         is made again on the new segment list."""
-        check_offset("start_offset", start_offset)
+        # a negative start is Kafka's OFFSET_OUT_OF_RANGE, not a bad argument
+        check_int("start_offset", start_offset, -INT64_MAX - 1, INT64_MAX)
         check_int("max_bytes", max_bytes, 0, INT32_MAX)
         if max_offset is not None:
             check_offset("max_offset", max_offset)
@@ -166,13 +169,30 @@ class ReadPath:
         if upper is None:
             following = self.segments.higher_segment(seg.base_offset)
             upper = following.base_offset if following is not None else self.log_end_offset
+        chain = [seg, *self.segments.higher_segments(seg.base_offset)]
         found: list[AbortedTransaction] = []
-        for s in [seg, *self.segments.higher_segments(seg.base_offset)]:
+        for s in chain:
+            if not s.txn_index_trusted():
+                return self._aborted_from_markers(start_offset, upper, chain)
             result = s.txn_index.collect_aborted_txns(start_offset, upper)
             found.extend(AbortedTransaction(t.producer_id, t.first_offset) for t in result.aborted)
             if result.is_complete:
                 break
         return found
+
+    @staticmethod
+    def _aborted_from_markers(
+        start_offset: int, upper: int, chain: list[LogSegment]
+    ) -> list[AbortedTransaction]:
+        """The aborted transactions decided by the ABORT markers themselves, for a range whose
+        transaction index cannot be trusted (a segment loaded without its ``.txnindex``)."""
+
+        def batches() -> Iterator[AnyBatch]:
+            for s in chain:
+                position = s.offset_index.lookup(start_offset).position if s is chain[0] else 0
+                yield from s.log.batches(position)
+
+        return aborted_from_markers(batches(), start_offset, upper)
 
     def read_records(
         self,

@@ -27,14 +27,11 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.records.committed import AbortedTransaction
+from kafkalog.records.committed import AbortedTransaction, aborted_from_markers
 from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
-from kafkalog.storage.txn_index import ENTRY as TXN_ENTRY
-from kafkalog.storage.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
-from kafkalog.storage.txn_index import AbortedTxn
 from kafkalog.types import TopicPartition
 
 _INDEX_ENTRY = struct.Struct(">ii")
@@ -248,19 +245,12 @@ class PartitionView:
     # ---- transactions --------------------------------------------------------------------
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTransaction]:
-        """Aborted transactions overlapping ``[start, end)`` from the ``.txnindex`` files."""
-        out = []
-        for seg in self.segments():
-            path = fn.transaction_index_file(self.directory, seg.base_offset)
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            for pos in range(0, len(data) - TXN_ENTRY_SIZE + 1, TXN_ENTRY_SIZE):
-                txn = AbortedTxn(*TXN_ENTRY.unpack_from(data, pos)[1:])
-                if txn.last_offset >= start and txn.first_offset < end:
-                    out.append(AbortedTransaction(txn.producer_id, txn.first_offset))
-        return out
+        """Aborted transactions with data in ``[start, end)``, decided by their ABORT markers
+        (records.committed.aborted_from_markers): a view trusts only what it can check, and a
+        ``.txnindex`` that is missing or was copied from elsewhere must never let aborted
+        records through. The walk goes past ``end`` only until the transactions open at
+        ``end`` are decided."""
+        return aborted_from_markers(self.batches(start), start, end)
 
     def last_stable_offset(self, end: int | None = None) -> int:
         """The first offset of the earliest transaction still open at ``end`` (the LSO), or

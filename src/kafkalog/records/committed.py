@@ -3,7 +3,9 @@
 Why: a READ_COMMITTED fetch returns raw batches up to the last stable offset plus the list of
 aborted transactions overlapping them; dropping the aborted ones is the consumer's job. This is
 the rule Kafka's consumer applies, so a reader of kafkalog sees exactly what a Java consumer
-would. Refuses: I/O, and deciding which transactions aborted (the log's transaction index does).
+would. ``aborted_from_markers`` derives the same list from the batches themselves (their ABORT
+markers), for readers that cannot trust a ``.txnindex``: one that is missing or was copied from
+elsewhere must never make aborted records look committed. Refuses: I/O.
 """
 
 from __future__ import annotations
@@ -31,6 +33,39 @@ def _is_abort_marker(batch: AnyBatch) -> bool:
     if not records:
         return False
     return decode_control_key(records[0].key).type is ControlRecordType.ABORT
+
+
+def is_abort_marker(batch: AnyBatch) -> bool:
+    """Whether ``batch`` is a transaction's ABORT marker."""
+    return _is_abort_marker(batch)
+
+
+def aborted_from_markers(
+    batches: Iterable[AnyBatch], start: int, end: int
+) -> list[AbortedTransaction]:
+    """The aborted transactions with data in ``[start, end)``, decided by their markers.
+
+    ``batches`` run from the batch holding ``start`` on, possibly past ``end``: a transaction
+    with data below ``end`` is decided by its producer's next control batch, which may come
+    later (it comes before the last stable offset). The walk stops as soon as every such
+    transaction is decided; one never decided within ``batches`` is reported as aborted only if
+    it was, so callers pass every batch up to the log end.
+    """
+    open_first: dict[int, int] = {}  # producer -> first offset of its transaction seen here
+    found: list[AbortedTransaction] = []
+    for batch in batches:
+        if batch.base_offset >= end and not open_first:
+            break
+        pid = batch.producer_id
+        if pid < 0 or not batch.is_transactional or batch.last_offset < start:
+            continue
+        if batch.is_control:
+            first = open_first.pop(pid, None)
+            if first is not None and _is_abort_marker(batch):
+                found.append(AbortedTransaction(pid, first))
+        elif batch.base_offset < end:
+            open_first.setdefault(pid, max(batch.base_offset, start))
+    return sorted(found, key=lambda t: t.first_offset)
 
 
 def committed_batches(

@@ -48,6 +48,27 @@ class DirectoryLock:
         return cls._take(fd, path, fcntl.LOCK_SH, what)
 
     @classmethod
+    def for_partition(cls, directory: Path, *, log_dir_locked: bool) -> tuple[DirectoryLock, ...]:
+        """The locks a Log holds: its partition directory's, and, unless its owner holds the
+        log directory's already, that one shared (see the module docstring)."""
+        locks: list[DirectoryLock] = []
+        try:
+            if not log_dir_locked:
+                parent = cls.shared_if_present(directory.parent, "log directory")
+                if parent is not None:
+                    locks.append(parent)
+            locks.append(cls.exclusive(directory, "partition directory"))
+        except BaseException:
+            cls.release_all(locks)
+            raise
+        return tuple(locks)
+
+    @staticmethod
+    def release_all(locks: tuple[DirectoryLock, ...] | list[DirectoryLock]) -> None:
+        for lock in reversed(locks):
+            lock.release()
+
+    @classmethod
     def _take(cls, fd: int, path: Path, mode: int, what: str) -> DirectoryLock:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)

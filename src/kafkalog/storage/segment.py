@@ -17,15 +17,15 @@ from pathlib import Path
 from kafkalog.clock import Clock
 from kafkalog.errors import InvalidArgumentError, InvalidOffsetError, KafkaLogError
 from kafkalog.records import AbortedTransaction, AnyBatch, MemoryRecords, ScanStop
+from kafkalog.records.committed import is_abort_marker
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
-from kafkalog.storage.offset_index import ENTRY as OFFSET_ENTRY
+from kafkalog.storage.index_build import build_index_entries
 from kafkalog.storage.offset_index import OffsetIndex
-from kafkalog.storage.time_index import ENTRY as TIME_ENTRY
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.storage.txn_index import TransactionIndex
-from kafkalog.types import INT32_MAX, NO_TIMESTAMP
+from kafkalog.types import INT32_MAX
 
 logger = logging.getLogger("kafkalog.storage.segment")
 
@@ -78,17 +78,6 @@ class SegmentRecovery:
 
 
 @dataclass(frozen=True, slots=True)
-class _IndexBuild:
-    valid_bytes: int
-    last_index_entry: int
-    batches: int
-    stop: ScanStop
-    reason: str | None
-    next_offset: int
-    max_timestamp: TimestampOffset
-
-
-@dataclass(frozen=True, slots=True)
 class SegmentParams:
     """The topic settings a segment needs (``index.interval.bytes``, ``segment.index.bytes``,
     ``preallocate`` / ``segment.bytes``)."""
@@ -137,6 +126,9 @@ class LogSegment:
         self.txn_index = TransactionIndex(
             filenames.transaction_index_file(directory, base_offset, file_suffix), base_offset
         )
+        # a .txnindex is trusted if this process writes it (a new or recovered segment); a loaded
+        # one is checked against the ABORT markers the first time a READ_COMMITTED read needs it
+        self._txn_index_trusted = not exists
         self.created_ms = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
@@ -185,7 +177,7 @@ class LogSegment:
         not touched (that is recovery's job, under the log lock)."""
         offset_index.reset()
         time_index.reset()
-        built = self._index_entries(None, None, offset_index, time_index)
+        built = build_index_entries(self, None, None, offset_index, time_index)
         self._max_ts_so_far = built.max_timestamp
 
     def indexes_problem(self) -> str | None:
@@ -347,6 +339,25 @@ class LogSegment:
             first_entry_incomplete=adjusted < found.size,
         )
 
+    def txn_index_trusted(self) -> bool:
+        """Whether the transaction index lists every aborted transaction of this segment. For a
+        segment loaded from disk that is known only after a look at its ABORT markers: a
+        ``.txnindex`` may be missing (Kafka creates it only for the first abort), empty (older
+        brokers created one per segment) or copied from elsewhere, and none of that may let an
+        aborted record through. Checked once; the answer is kept."""
+        if self._txn_index_trusted:
+            return True
+        with self._lazy_lock:
+            if not self._txn_index_trusted:
+                markers = {
+                    batch.last_offset
+                    for batch in self.log.batches()
+                    if batch.is_control and is_abort_marker(batch)
+                }
+                listed = {txn.last_offset for txn in self.txn_index.all_aborted()}
+                self._txn_index_trusted = markers <= listed
+            return self._txn_index_trusted
+
     def tail_problem(self) -> str | None:
         """Whether the data from the last offset-index entry to the end is whole, valid batches
         in offset order; what is wrong if not (a torn or garbled tail)."""
@@ -389,7 +400,8 @@ class LogSegment:
         time_index.reset()
         self.txn_index.reset()
         callback = on_batch if callable(on_batch) else None
-        built = self._index_entries(max_batch_size, callback, offset_index, time_index)
+        built = build_index_entries(self, max_batch_size, callback, offset_index, time_index)
+        self._txn_index_trusted = True  # on_batch rebuilt it
         stop = built.stop
         truncated = self.log.size - built.valid_bytes
         if truncated > 0:
@@ -401,56 +413,6 @@ class LogSegment:
         return SegmentRecovery(
             built.valid_bytes, truncated, built.batches, stop, built.reason, built.next_offset
         )
-
-    def _index_entries(
-        self,
-        max_batch_size: int | None,
-        callback: Callable[[AnyBatch], object] | None,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
-    ) -> _IndexBuild:
-        """Walk the valid batches (CRC and offsets checked) and load index entries for them by
-        the interval rule."""
-        base = self.base_offset
-        max_ts, max_ts_offset = NO_TIMESTAMP, base
-        indexed_ts = NO_TIMESTAMP
-        offset_entries = bytearray()
-        time_entries = bytearray()
-        pack_offset, pack_time = OFFSET_ENTRY.pack, TIME_ENTRY.pack
-        valid_bytes = 0
-        last_index_entry = 0
-        batches = 0
-        interval = self.params.index_interval_bytes
-        next_offset = base
-        with self.log.scanner(
-            verify_crc=True, max_batch_size=max_batch_size, base_offset=base
-        ) as scan:
-            for batch in scan:
-                last = batch.last_offset
-                if not 0 <= last - base <= INT32_MAX:  # legacy data only (KAFKA-6264): split
-                    self._ensure_offset_in_range(last)
-                if batch.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = batch.max_timestamp, last
-                if valid_bytes - last_index_entry > interval:
-                    offset_entries += pack_offset(last - base, valid_bytes)
-                    if max_ts > indexed_ts:
-                        time_entries += pack_time(max_ts, max_ts_offset - base)
-                        indexed_ts = max_ts
-                    last_index_entry = valid_bytes
-                valid_bytes += batch.size_in_bytes
-                batches += 1
-                next_offset = last + 1
-                if callback is not None:
-                    callback(batch)
-            stop = scan.stop or ScanStop.END
-            reason = str(scan.error) if scan.error is not None else None
-        offset_index._load_entries(offset_entries)
-        time_index._load_entries(time_entries)
-        offset_index.trim_to_valid_size()
-        top = TimestampOffset(max_ts, max_ts_offset)
-        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        time_index.trim_to_valid_size()
-        return _IndexBuild(valid_bytes, last_index_entry, batches, stop, reason, next_offset, top)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; return the bytes removed."""

@@ -13,7 +13,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
@@ -123,7 +123,9 @@ class TransactionIndex:
 
     def _open(self, flags: int, mode: str) -> BinaryIO:
         """The file, never through a symbolic link; write failures become KafkaStorageError."""
-        return os.fdopen(open_no_follow(self.path, flags, "transaction index"), mode)
+        return cast(
+            "BinaryIO", os.fdopen(open_no_follow(self.path, flags, "transaction index"), mode)
+        )
 
     def sanity_check(self) -> None:
         for txn in self.all_aborted():
