@@ -45,6 +45,17 @@ def check_int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def check_buffer(name: str, value: object) -> memoryview:
+    """``value`` as a byte view if it is bytes-like; InvalidArgumentError otherwise."""
+    try:
+        view = memoryview(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{name} must be bytes-like, not {type(value).__name__}"
+        ) from None
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
 def check_offset(name: str, value: object) -> int:
     """An offset: an int in ``[0, 2**63 - 1]`` (Kafka's int64 offsets are never negative)."""
     return check_int(name, value, 0, INT64_MAX)
@@ -111,8 +122,10 @@ class CompressionType(enum.IntEnum):
             return cls.NONE
         if isinstance(value, CompressionType):
             return value
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return cls.from_id(value)
+        if not isinstance(value, str):
+            raise UnsupportedCompressionTypeError(f"unknown compression type {value!r}")
         name = value.strip().lower()
         if name == "uncompressed":
             return cls.NONE

@@ -19,7 +19,7 @@ import click
 from kafkalog.cli.dump_index import dump_offset_index, dump_time_index
 from kafkalog.cli.dump_log import DumpOptions, DumpReport
 from kafkalog.cli.progress import progress
-from kafkalog.errors import CorruptCheckpointError, UnknownTopicOrPartitionError
+from kafkalog.errors import CorruptCheckpointError, KafkaLogError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_dir import read_topic_configs
 from kafkalog.manager.log_manager import LogManager
@@ -110,11 +110,14 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
         dump = DumpReport()
         options = DumpOptions(verify_index_only=True)
         index = fn.offset_index_file(directory, base)
-        if index.exists() and index.stat().st_size:
-            dump_offset_index(index, options, dump)
         time_index = fn.time_index_file(directory, base)
-        if time_index.exists() and time_index.stat().st_size and index.exists():
-            dump_time_index(time_index, options, dump)
+        try:
+            if index.exists() and index.stat().st_size:
+                dump_offset_index(index, options, dump)
+            if time_index.exists() and time_index.stat().st_size and index.exists():
+                dump_time_index(time_index, options, dump)
+        except KafkaLogError as err:  # an index too damaged to walk is one more problem
+            report.problems.append(f"{path.name}: index unusable: {err}")
         dump.finish()
         report.problems += [f"{path.name}: {line.strip()}" for line in dump.err if line.strip()]
     epochs = directory / fn.LEADER_EPOCH_CHECKPOINT

@@ -50,7 +50,7 @@ from kafkalog.storage.faults import storage_call
 from kafkalog.storage.producer_snapshot import fsync_snapshot
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.types import check_offset
+from kafkalog.types import INT64_MAX, check_int, check_offset
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -238,6 +238,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end] (a follower's update)."""
+        check_int("high watermark", offset, -INT64_MAX - 1, INT64_MAX)
         with self._lock:
             offset = min(max(offset, self._log_start_offset), self.log_end_offset)
             self._set_high_watermark(self._offset_metadata(offset))
@@ -292,11 +293,14 @@ class Log(ReadPath, WritePath, SegmentReplacement):
                 delete_if_exists(path)
             seg = self._new_segment(new_base)
             self.segments.add(seg)
-            self._leo = LogOffsetMetadata(self.log_end_offset, new_base, 0)
+            old_end = self.log_end_offset
+            # a roll past the log end leaves a gap: the next offset given is the new base, so
+            # no offset can ever be below its segment's base
+            self._leo = LogOffsetMetadata(new_base, new_base, 0)
             # a snapshot at the new base lets recovery of this segment start from it
             self.producer_state.update_map_end_offset(new_base)
             snapshot = self.producer_state.take_snapshot(sync=False)
-            if self._high_watermark.message_offset == self.log_end_offset:
+            if self._high_watermark.message_offset == old_end:
                 self._set_high_watermark(self._leo)
             if snapshot is not None:
                 fsync_snapshot(snapshot)
@@ -330,6 +334,8 @@ class Log(ReadPath, WritePath, SegmentReplacement):
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment overlapping [recovery point, offset) and advance the recovery point
         (default: everything, up to the log end offset)."""
+        if offset is not None:
+            check_offset("flush offset", offset)
         with self._lock:
             self._check_open()
             offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafkalog.errors import RecordTooLargeError
+from kafkalog.errors import InvalidArgumentError, RecordTooLargeError
 from kafkalog.log.config import LogConfig
 from kafkalog.records import MemoryRecords, Record, RecordBatchBuilder
 from kafkalog.records.batch import increment_sequence
-from kafkalog.types import CompressionType, TimestampType
+from kafkalog.types import (
+    INT16_MAX,
+    INT32_MAX,
+    INT64_MAX,
+    CompressionType,
+    TimestampType,
+    check_int,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +32,13 @@ class ProducerFields:
     producer_epoch: int = -1
     base_sequence: int = -1
     is_transactional: bool = False
+
+    def __post_init__(self) -> None:
+        check_int("producer id", self.producer_id, -1, INT64_MAX)
+        check_int("producer epoch", self.producer_epoch, -1, INT16_MAX)
+        check_int("base sequence", self.base_sequence, -1, INT32_MAX)
+        if not isinstance(self.is_transactional, bool):
+            raise InvalidArgumentError("is_transactional must be a bool")
 
     def at(self, records_before: int) -> ProducerFields:
         """The fields of a batch that starts ``records_before`` records later."""

@@ -23,6 +23,7 @@ from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
     CorruptSnapshotError,
+    InvalidArgumentError,
     KafkaLogError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
@@ -32,7 +33,7 @@ from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batc
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
-from kafkalog.types import TopicPartition
+from kafkalog.types import INT64_MAX, TopicPartition, check_int
 
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -78,6 +79,10 @@ class PartitionView:
     """Offsets, transactions and batches of one ``<topic>-<partition>`` directory, read fresh."""
 
     def __init__(self, directory: Path | str) -> None:
+        if not isinstance(directory, str | os.PathLike):
+            raise InvalidArgumentError(
+                f"a partition directory is a path, not {type(directory).__name__}"
+            )
         self.directory = Path(directory)
         self.topic_partition: TopicPartition = fn.parse_partition_dir_name(self.directory.name)
 
@@ -196,6 +201,9 @@ class PartitionView:
     def batches(self, start: int, end: int | None = None) -> Iterator[AnyBatch]:
         """Every complete batch holding an offset in ``[start, end)`` (``end`` None: to the
         current end), in offset order; raises OffsetOutOfRangeError if ``start`` was removed."""
+        check_int("start", start, -INT64_MAX - 1, INT64_MAX)
+        if end is not None:
+            check_int("end", end, -INT64_MAX - 1, INT64_MAX)
         segments = self.segments()
         log_start = self.log_start_offset()
         if start < log_start:
@@ -219,6 +227,7 @@ class PartitionView:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp``, or None."""
+        check_int("timestamp", timestamp, -INT64_MAX - 1, INT64_MAX)
         start = self.log_start_offset()
         segments = self.segments()
         for seg in segments:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kafkalog.errors import (
+    InvalidArgumentError,
     InvalidRecordError,
     KafkaLogError,
     RecordBatchTooLargeError,
@@ -43,7 +44,17 @@ from kafkalog.log.validator import (
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.types import NO_TIMESTAMP, CompressionType, ControlRecordType, TimestampType
+from kafkalog.types import (
+    INT16_MAX,
+    INT32_MAX,
+    INT64_MAX,
+    NO_TIMESTAMP,
+    CompressionType,
+    ControlRecordType,
+    TimestampType,
+    check_buffer,
+    check_int,
+)
 
 if TYPE_CHECKING:
     from kafkalog.clock import Clock
@@ -52,7 +63,24 @@ Buffer = bytes | bytearray | memoryview
 
 
 def _as_buffer(records: MemoryRecords | Buffer) -> memoryview:
-    return records.buffer if isinstance(records, MemoryRecords) else memoryview(records)
+    if isinstance(records, MemoryRecords):
+        return records.buffer
+    return check_buffer("records", records)
+
+
+def _records_argument(records: Iterable[Record]) -> list[Record]:
+    try:
+        recs = list(records)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"records must be an iterable of Record, not {type(records).__name__}"
+        ) from None
+    if not recs:
+        raise InvalidRecordError("append needs at least one record")
+    for rec in recs:
+        if not isinstance(rec, Record):
+            raise InvalidArgumentError(f"records must be Record objects, not {type(rec).__name__}")
+    return recs
 
 
 def _batches_of(data: Buffer) -> list[AnyBatch]:
@@ -104,9 +132,12 @@ class WritePath:
         makes the append idempotent (and transactional): a retry of the same sequence range
         returns the original offsets with ``duplicate=True`` and writes nothing.
         """
-        recs = list(records)
-        if not recs:
-            raise InvalidRecordError("append needs at least one record")
+        recs = _records_argument(records)
+        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+        if producer is not None and not isinstance(producer, ProducerFields):
+            raise InvalidArgumentError(
+                f"producer must be ProducerFields, not {type(producer).__name__}"
+            )
         producer = producer or NO_PRODUCER
         codec = self.config.target_compression
         if codec is None:
@@ -168,6 +199,7 @@ class WritePath:
     ) -> LogAppendInfo:
         """Append batches a producer built, as the leader: validate, assign offsets, write."""
         data = _as_buffer(records)
+        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
         analysis = analyze(data, self.config, AppendOrigin.CLIENT)
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
@@ -295,6 +327,14 @@ class WritePath:
     ) -> LogAppendInfo:
         """Write a COMMIT or ABORT marker for the producer's transaction (the transaction
         coordinator's WriteTxnMarkers). An ABORT closing data adds a ``.txnindex`` entry."""
+        check_int("producer_id", producer_id, 0, INT64_MAX)
+        check_int("producer_epoch", producer_epoch, 0, INT16_MAX)
+        check_int("coordinator_epoch", coordinator_epoch, -1, INT32_MAX)
+        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+        if timestamp is not None:
+            check_int("timestamp", timestamp, -1, INT64_MAX)
+        if not isinstance(marker, ControlRecordType | str):
+            raise InvalidRecordError(f"marker must be commit or abort, not {marker!r}")
         if isinstance(marker, str):
             try:
                 marker = ControlRecordType[marker.strip().upper()]

@@ -34,7 +34,10 @@ from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.storage import filenames as fn
-from kafkalog.types import TopicPartition, validate_topic_name
+from kafkalog.types import INT32_MAX, TopicPartition, check_int, validate_topic_name
+
+# far above any real topic; a guard against a typo creating millions of directories
+MAX_PARTITIONS = 100_000
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -211,8 +214,12 @@ class LogManager:
     ) -> list[Log]:
         """Create ``partitions`` partition logs; overrides are validated and persisted."""
         validate_topic_name(topic)
-        if partitions < 1:
-            raise InvalidConfigError("partitions", f"must be >= 1, not {partitions}")
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            raise InvalidConfigError("partitions", f"must be an int >= 1, not {partitions!r}")
+        if partitions > MAX_PARTITIONS:
+            raise InvalidConfigError("partitions", f"at most {MAX_PARTITIONS}, not {partitions}")
+        if config is not None and not isinstance(config, Mapping):
+            raise InvalidConfigError("config", f"must be a mapping, not {type(config).__name__}")
         overrides = {
             k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()
         }
@@ -260,6 +267,9 @@ class LogManager:
         return log
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
+        if not isinstance(topic, str):
+            raise UnknownTopicOrPartitionError(f"no topic {topic!r}: a topic name is a str")
+        check_int("partition", partition, 0, INT32_MAX)
         entry = self._logs.get(TopicPartition(topic, partition))
         if entry is None:
             raise UnknownTopicOrPartitionError(f"no log for {topic}-{partition}")

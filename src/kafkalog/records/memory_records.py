@@ -16,7 +16,15 @@ from kafkalog.records.builder import RecordBatchBuilder
 from kafkalog.records.legacy import build_legacy
 from kafkalog.records.record import Record
 from kafkalog.records.scanner import AnyBatch, BatchScanner
-from kafkalog.types import CompressionType, TimestampType
+from kafkalog.types import (
+    INT16_MAX,
+    INT32_MAX,
+    INT64_MAX,
+    CompressionType,
+    TimestampType,
+    check_int,
+    check_offset,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,6 +71,14 @@ class MemoryRecords:
         Record offsets are ``base_offset`` + index; a record whose ``offset`` is set (>= 0) keeps
         it (strictly increasing, as in compacted data). Timestamps of ``None`` are written as -1.
         """
+        check_offset("base_offset", base_offset)
+        check_int("magic", magic, 0, 2)
+        check_int("producer_id", producer_id, -1, INT64_MAX)
+        check_int("producer_epoch", producer_epoch, -1, INT16_MAX)
+        check_int("base_sequence", base_sequence, -1, INT32_MAX)
+        check_int("partition_leader_epoch", partition_leader_epoch, -1, INT32_MAX)
+        if log_append_time is not None:
+            check_int("log_append_time", log_append_time, -1, INT64_MAX)
         codec = CompressionType.parse(compression)
         ts_type = TimestampType.parse(timestamp_type)
         if magic in (0, 1):

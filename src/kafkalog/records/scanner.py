@@ -13,7 +13,7 @@ import enum
 import struct
 from collections.abc import Iterator
 
-from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
 from kafkalog.records.batch import (
     CRC_START,
     HEADER_STRUCT,
@@ -95,10 +95,17 @@ class BatchScanner:
         file: str | None = None,
         base_offset: int | None = None,
     ) -> None:
-        self._view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        if not isinstance(start, int) or start < 0:
+            raise InvalidArgumentError(f"a scan cannot start at position {start!r}")
+        try:
+            self._view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"a scan needs a bytes-like buffer, not {type(buffer).__name__}"
+            ) from None
         if self._view.ndim != 1 or self._view.itemsize != 1:
             self._view = self._view.cast("B")
-        self._start = start
+        self._start = min(start, len(self._view))
         self._end = len(self._view) if end is None else min(end, len(self._view))
         self.verify_crc = verify_crc
         self.deep = deep
