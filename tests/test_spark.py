@@ -21,7 +21,7 @@ import kafkalog.spark
 from kafkalog import LogManager, ProducerFields, Record
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError
 from kafkalog.log.view import topic_views
-from kafkalog.spark.sink import KafkaLogStreamWriter
+from kafkalog.spark.sink import KafkaLogStreamWriter, staging_root
 from kafkalog.spark.source import kafka_schema
 
 NOW = 1_700_000_000_000
@@ -125,7 +125,8 @@ def test_write_then_read_round_trip_with_murmur2_placement(spark: Any, tmp_path:
     with pytest.raises(Exception, match="value"):
         spark.createDataFrame([("k",)], "key string").write.format("kafkalog").option(
             "path", str(tmp_path)).option("topic", "out").mode("append").save()  # fmt: skip
-    assert not list((tmp_path / ".kafkalog-staging").glob("*/*"))  # nothing left staged
+    assert not staging_root(tmp_path).exists()  # nothing left staged
+    assert all(p.is_file() or "-" in p.name for p in tmp_path.iterdir())  # partitions only
 
 
 def test_stream_restart_only_reads_new_data_and_caps_triggers(spark: Any, tmp_path: Path) -> None:
@@ -254,3 +255,56 @@ def test_write_stream_end_to_end_takes_its_id_from_the_checkpoint(
         ).count()
         == 60
     )
+
+
+def test_reads_that_select_nothing_are_empty_not_crashes(spark: Any, tmp_path: Path) -> None:
+    make_topic(tmp_path, "full", 2, 5)
+    with LogManager([tmp_path]) as m:
+        m.create_topic("empty", 2)
+    cases = [
+        {"subscribe": "empty"},
+        {"subscribePattern": "nothing-matches-.*"},
+        {"subscribe": "full", "startingOffsets": '{"full": {"0": 5, "1": 5}}'},
+        {"subscribe": "full", "startingOffsetsByTimestamp": '{"full": {"0": 9999999999999, '
+         '"1": 9999999999999}}', "startingOffsetsByTimestampStrategy": "latest"},
+        {"subscribe": "missing", "failOnDataLoss": "false"},
+    ]  # fmt: skip
+    for options in cases:
+        assert reader(spark, tmp_path, **options).count() == 0, options
+    with pytest.raises(Exception, match="missing"):
+        reader(spark, tmp_path, subscribe="missing").count()
+    with pytest.raises(Exception, match="not a directory"):
+        reader(spark, tmp_path / "nowhere", subscribe="full").count()
+
+
+def test_a_streaming_sink_leaves_nothing_staged(spark: Any, tmp_path: Path) -> None:
+    logs, out, checkpoint = tmp_path / "logs", tmp_path / "out", tmp_path / "ck"
+    make_topic(logs, "src", 2, 30)
+    with LogManager([out]) as m:
+        m.create_topic("dst", 2)
+    for _ in range(2):  # two runs: two sets of micro-batches
+        query = (
+            reader_stream(
+                spark, logs, subscribe="src", maxOffsetsPerTrigger="10", startingOffsets="earliest"
+            )
+            .selectExpr("key", "value")
+            .writeStream.format("kafkalog")
+            .option("path", str(out))
+            .option("topic", "dst")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+    assert not staging_root(out).exists()
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["dst-0", "dst-1"]
+    views = topic_views([out], "dst")
+    assert sum(v.log_end_offset() for v in views.values()) >= 60
+
+
+def reader_stream(spark: Any, root: Path, **options: str) -> Any:
+    r = spark.readStream.format("kafkalog").option("path", str(root))
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()

@@ -139,7 +139,11 @@ def log_dirs_of(opts: Mapping[str, str]) -> tuple[Path, ...]:
         raise InvalidConfigError(
             "path", "is required: the log directories (Kafka's log.dirs), comma-separated"
         )
-    return tuple(Path(p) for p in raw.split(",") if p)
+    dirs = tuple(Path(p) for p in raw.split(",") if p)
+    for d in dirs:
+        if not d.is_dir():
+            raise InvalidConfigError("path", f"{d} is not a directory (a Kafka log directory)")
+    return dirs
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:

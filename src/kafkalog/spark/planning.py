@@ -69,6 +69,10 @@ def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView
         if missing:
             data_loss(f"assigned partitions {missing} do not exist", opts.fail_on_data_loss)
         return {tp: PartitionView(found[tp]) for tp in opts.assign if tp in found}
+    if opts.subscribe is not None:
+        absent = sorted(set(opts.subscribe) - {tp.topic for tp in found})
+        if absent:
+            data_loss(f"subscribed topics {absent} do not exist", opts.fail_on_data_loss)
     pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
     chosen = {}
     for tp, path in sorted(found.items()):

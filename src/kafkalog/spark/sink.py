@@ -12,6 +12,7 @@ skipped. Refuses: Overwrite (as the Kafka sink does) and rows with no topic.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import uuid
@@ -37,6 +38,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafkalog.clock import SYSTEM_CLOCK
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError, UnknownTopicOrPartitionError
 from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
@@ -49,7 +51,30 @@ from kafkalog.spark.options import WriteOptions, parse_write_options
 from kafkalog.spark.source import HEADERS_TYPE
 from kafkalog.types import TopicPartition
 
-STAGING_DIR = ".kafkalog-staging"
+STAGING_SUFFIX = ".kafkalog-staging"
+STALE_STAGING_MS = 24 * 3600 * 1000  # a job directory this old belongs to a driver that died
+
+
+def staging_root(log_dir: Path) -> Path:
+    """Where tasks stage their batches before the commit appends them: beside the first log
+    directory, never inside it. A broker (and kafkalog's own loader) takes every directory in
+    a log directory for a partition and refuses to start on one that is not; the commit reads
+    the staged files back, so they must be on storage the driver sees, as the log is."""
+    return log_dir.parent / f".{log_dir.name}{STAGING_SUFFIX}"
+
+
+def _prune_stale(root: Path, now_ms: int) -> None:
+    """Remove job directories left by drivers that died before their commit or abort."""
+    try:
+        entries = list(root.iterdir())
+    except FileNotFoundError:
+        return
+    for job in entries:
+        with contextlib.suppress(OSError):
+            if now_ms - job.stat().st_mtime * 1000 > STALE_STAGING_MS:
+                shutil.rmtree(job, ignore_errors=True)
+
+
 _COLUMN_TYPES: dict[str, tuple[Any, ...]] = {
     "key": (StringType(), BinaryType()),
     "value": (StringType(), BinaryType()),
@@ -149,6 +174,7 @@ class _Stager:
         if not records:
             return
         if self.files.get(tp) is None:
+            self.job_dir.mkdir(parents=True, exist_ok=True)  # only a task with rows makes it
             path = self.job_dir / f"{tp.topic}-{tp.partition}.{self.prefix}"
             self.files[tp] = StagedFile(tp.topic, tp.partition, str(path), 0)
         staged = self.files[tp]
@@ -161,6 +187,7 @@ class _Stager:
     def write(self, tp: TopicPartition, rows: pa.RecordBatch) -> None:
         """Rows of one partition, encoded column-wise into batches and staged."""
         if self.files.get(tp) is None:
+            self.job_dir.mkdir(parents=True, exist_ok=True)  # only a task with rows makes it
             path = self.job_dir / f"{tp.topic}-{tp.partition}.{self.prefix}"
             self.files[tp] = StagedFile(tp.topic, tp.partition, str(path), 0)
         staged = self.files[tp]
@@ -221,7 +248,6 @@ def stage_batches(
     batches: Iterator[Any], job_dir: Path, opts: WriteOptions, counts: dict[str, int]
 ) -> StagedFiles:
     """Arrow record batches (or Rows, on Spark 4.0's streaming writer) -> staged files."""
-    job_dir.mkdir(parents=True, exist_ok=True)
     stager = _Stager(job_dir, opts, counts)
     for item in batches:
         if isinstance(item, pa.RecordBatch):
@@ -262,13 +288,17 @@ class _Writer:
             self.counts[tp.topic] = max(self.counts.get(tp.topic, 0), tp.partition + 1)
         if self.opts.topic is not None and self.opts.topic not in self.counts:
             raise UnknownTopicOrPartitionError(f"topic {self.opts.topic!r} does not exist")
-        self.job_dir = self.opts.log_dirs[0] / STAGING_DIR / uuid.uuid4().hex
+        root = staging_root(self.opts.log_dirs[0])
+        _prune_stale(root, SYSTEM_CLOCK.milliseconds())
+        self.job_dir = root / uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> StagedFiles:
         return stage_batches(iterator, self.job_dir, self.opts, self.counts)
 
     def _cleanup(self) -> None:
         shutil.rmtree(self.job_dir, ignore_errors=True)  # failed tasks' messages are None
+        with contextlib.suppress(OSError):
+            self.job_dir.parent.rmdir()  # only if no other job is staging
 
 
 class KafkaLogBatchWriter(_Writer, DataSourceArrowWriter):
@@ -311,6 +341,10 @@ class KafkaLogStreamWriter(_Writer, DataSourceStreamWriter):
         self.producer_id = producer_id_for(
             str(Path(txn_id).absolute()) if not self.opts.transactional_id else txn_id
         )
+        # Spark makes this writer more than once for one query (the tasks' copy and the one
+        # that commits need not be the same object), so the job directory is the query's, not
+        # the object's: the commit or abort of each micro-batch removes what its tasks staged
+        self.job_dir = self.job_dir.with_name(f"stream-{self.producer_id:016x}")
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         try:
