@@ -504,3 +504,38 @@ def test_read_committed_never_serves_aborted_records_without_a_txn_index(
         r.value for r in committed_records(view.batches(0, end), view.aborted_transactions(0, end))
     ]
     assert served == values
+
+
+# --- 18. a writer that crashed inside a transaction ---------------------------------------------
+
+
+def test_a_hanging_transaction_is_aborted_after_the_timeout(tmp_path: Path) -> None:
+    clock = ManualClock(10_000_000)
+    with LogManager(tmp_path, clock=clock) as manager:
+        log = manager.create_topic("t", 1)[0]
+        log.append(records(2))
+        log.append(
+            [Record(b"half-%d" % i) for i in range(3)],
+            producer=ProducerFields(42, 0, 0, is_transactional=True),
+        )  # ... and the writer dies before its marker
+        log.append(records(1))
+        assert log.last_stable_offset == 2
+        log.active_segment.log.set_last_modified_ms(clock.milliseconds())
+        assert manager.run_transaction_timeouts() == 0  # not idle long enough yet
+        clock.advance(60_000)
+        assert manager.run_transaction_timeouts() == 1
+        assert log.last_stable_offset == log.log_end_offset
+        committed = log.read_records(0, 1 << 20, isolation=IsolationLevel.READ_COMMITTED)
+        assert [r.value for r in committed if r.value and r.value.startswith(b"half")] == []
+        assert len(committed) == 3
+
+
+def test_a_hanging_transaction_found_at_start_is_aborted(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        log = manager.create_topic("t", 1)[0]
+        old = [Record(b"half", timestamp=1_000)]  # written (and stamped) long ago
+        log.append(old, producer=ProducerFields(7, 0, 0, is_transactional=True))
+        path = log.active_segment.log.path
+    os.utime(path, (1_000, 1_000))  # last written long ago
+    with LogManager(tmp_path) as manager:  # e.g. the Spark sink's next commit
+        assert manager.get_log("t").last_stable_offset == manager.get_log("t").log_end_offset

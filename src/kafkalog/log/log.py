@@ -42,6 +42,7 @@ from kafkalog.log.retention import (
 )
 from kafkalog.log.standalone import StandaloneState
 from kafkalog.log.swap import SegmentReplacement
+from kafkalog.log.txn_timeout import timed_out_transactions
 from kafkalog.log.write_path import WritePath
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir
@@ -516,6 +517,23 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         with self._lock:
             self._check_open()
             return self.producer_state.remove_expired_producers(self.clock.milliseconds())
+
+    def abort_timed_out_transactions(self, timeout_ms: int) -> list[int]:
+        """Write an ABORT marker for every transaction idle for ``timeout_ms`` (Kafka's
+        ``transaction.timeout.ms``; log.txn_timeout); returns the producers aborted."""
+        check_int("timeout_ms", timeout_ms, 0, INT64_MAX)
+        with self._lock:
+            self._check_open()
+            doomed = timed_out_transactions(
+                self.producer_state, self.segments, self.clock.milliseconds(), timeout_ms
+            )
+            for txn in doomed:
+                self.append_end_txn_marker(
+                    txn.producer_id, txn.producer_epoch, "abort", txn.coordinator_epoch
+                )
+                msg = "aborted the idle transaction of producer %d in %s"
+                logger.warning(msg, txn.producer_id, self.directory.name)
+        return [txn.producer_id for txn in doomed]
 
     # --- lifecycle -----------------------------------------------------------------------------
 

@@ -29,6 +29,10 @@ class ManagerConfig:
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
     transaction_max_timeout_ms: int = 900_000
+    # kafkalog has no transaction coordinator to ask for a producer's own timeout, so one
+    # timeout (Kafka's producer default) applies to every open transaction of the manager's logs
+    transaction_timeout_ms: int = 60_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @classmethod

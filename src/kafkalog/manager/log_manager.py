@@ -85,6 +85,7 @@ class LogManager:
         self._closed = False
         try:
             self._load_logs()
+            self.run_transaction_timeouts()  # a writer that crashed mid-transaction
         except BaseException:
             self._abandon()
             raise
@@ -180,6 +181,11 @@ class LogManager:
                 c.log_flush_start_offset_checkpoint_interval_ms,
             ),
             ("kafka-delete-logs", self.run_delete_logs, 1000),
+            (
+                "transaction-abort",
+                self.run_transaction_timeouts,
+                c.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            ),
         ):
             self.scheduler.schedule(name, action, period_ms=period, delay_ms=delay)
         if self.config.cleaner.enable:
@@ -378,6 +384,11 @@ class LogManager:
                 d.write_checkpoints(recovery, starts)
                 for _, log in mine:
                     log.delete_snapshots_after_recovery_point_checkpoint()
+
+    def run_transaction_timeouts(self) -> int:
+        """Abort transactions idle for ``transaction.timeout.ms``; returns how many."""
+        timeout = self.config.transaction_timeout_ms
+        return sum(len(log.abort_timed_out_transactions(timeout)) for log in self.logs().values())
 
     def run_producer_expiration(self) -> int:
         return sum(len(log.remove_expired_producers()) for log in self.logs().values())
