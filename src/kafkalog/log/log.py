@@ -355,7 +355,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
     # --- truncation and log start ----------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove every offset >= ``offset`` (batch-granular); False if nothing to do."""
+        """Remove every offset >= ``offset`` (False if none); a batch holding it goes whole."""
         check_offset("truncation offset", offset)
         with self._lock:
             self._check_open()
@@ -370,6 +370,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             for seg in self.segments.higher_segments(offset):
                 self._drop_segment(seg)
             active = self._active()
+            offset = min(offset, active.base_offset_of_batch_holding(offset))  # a batch goes whole
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
             self._leo = LogOffsetMetadata(offset, active.base_offset, active.size)

@@ -414,6 +414,16 @@ class LogSegment:
             built.valid_bytes, truncated, built.batches, stop, built.reason, built.next_offset
         )
 
+    def base_offset_of_batch_holding(self, offset: int) -> int:
+        """The base offset of the first batch whose last offset is >= ``offset``, or
+        ``offset`` if there is none."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return offset
+        for batch in self.log.batches(found.position, found.position + found.size):
+            return batch.base_offset
+        return offset
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; return the bytes removed."""
         found = self.translate_offset(offset)
