@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,14 @@ def golden() -> type:
         load = staticmethod(golden_bytes)
 
     return _G
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Switch threads every few microseconds, so races show within a bounded run."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)

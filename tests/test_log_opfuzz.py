@@ -10,9 +10,7 @@ the log holds exactly what the model says.
 from __future__ import annotations
 
 import random
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,16 +25,6 @@ from kafkalog import (
 )
 
 OPS_PER_THREAD = 120
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(old)
 
 
 class Model:

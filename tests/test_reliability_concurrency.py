@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,17 +32,6 @@ from kafkalog.storage import time_index as time_index_module
 from kafkalog.storage.segment import LogSegment
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    """Switch threads every few microseconds, so races show within a bounded run."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(old)
 
 
 def records(n: int, ts: int = 1_000, size: int = 40) -> list[Record]:

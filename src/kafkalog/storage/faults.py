@@ -53,3 +53,15 @@ def open_no_follow(path: Path, flags: int, kind: str, mode: int = 0o644) -> int:
         if err.errno == errno.EISDIR:
             raise NotARegularFileError(f"{kind} {path} is a directory, not a file") from err
         raise storage_error(err, f"opening {kind} {path}") from err
+
+
+def fsync_if_exists(path: Path) -> None:
+    """fsync the file at ``path`` if there is one (a file created lazily may not be)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        storage_call(os.fsync, fd, what=f"syncing {path}")
+    finally:
+        os.close(fd)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from kafkalog.errors import CorruptSnapshotError
 from kafkalog.records.crc import crc32c
 from kafkalog.storage import filenames as fn
-from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
+from kafkalog.storage.faults import fsync_if_exists, open_no_follow, storage_error
 
 # version (int16), crc (uint32) over everything after it, entry count (int32)
 HEADER = struct.Struct(">hIi")
@@ -101,14 +101,7 @@ def read_snapshot(path: Path) -> list[SnapshotEntry]:
 
 
 def fsync_snapshot(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        storage_call(os.fsync, fd, what=f"syncing snapshot {path}")
-    finally:
-        os.close(fd)
+    fsync_if_exists(path)
 
 
 def list_snapshots(directory: Path) -> dict[int, Path]:

@@ -17,7 +17,7 @@ from typing import BinaryIO, cast
 
 from kafkalog.errors import CorruptIndexError, InvalidOffsetError
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
-from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
+from kafkalog.storage.faults import fsync_if_exists, open_no_follow, storage_error
 
 ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, LSO
 ENTRY_SIZE = ENTRY.size  # 34
@@ -137,14 +137,7 @@ class TransactionIndex:
                 )
 
     def flush(self) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            storage_call(os.fsync, fd, what=f"syncing {self.path}")
-        finally:
-            os.close(fd)
+        fsync_if_exists(self.path)
 
     def rename_to(self, path: Path) -> None:
         with self._lock:
