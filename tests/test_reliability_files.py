@@ -539,3 +539,23 @@ def test_a_hanging_transaction_found_at_start_is_aborted(tmp_path: Path) -> None
     os.utime(path, (1_000, 1_000))  # last written long ago
     with LogManager(tmp_path) as manager:  # e.g. the Spark sink's next commit
         assert manager.get_log("t").last_stable_offset == manager.get_log("t").log_end_offset
+
+
+def test_the_spark_reader_fails_or_says_what_it_skipped_at_a_flipped_offset(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("pyarrow")
+    from kafkalog.spark.arrow_read import read_range
+    from kafkalog.spark.planning import DataLossError, OffsetRange
+
+    d, flipped = _flip_base_offset_bit(tmp_path)
+
+    def rows(fail: bool) -> list[int]:
+        r = OffsetRange("t", 0, str(d), 0, 200, False, False, fail)
+        return [o for b in read_range(r) for o in b.column("offset").to_pylist()]
+
+    with pytest.raises(DataLossError, match="corrupt"):
+        rows(True)
+    with pytest.warns(UserWarning, match="skipped"):
+        kept = rows(False)
+    assert kept and max(kept) < flipped and kept == sorted(kept)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from kafkalog.errors import CorruptRecordError
 from kafkalog.log.view import PartitionView
 from kafkalog.records.columnar import HEADER_TYPE, RecordColumns
 from kafkalog.records.committed import committed_batches
@@ -78,13 +79,23 @@ def read_range(r: OffsetRange, schema: pa.Schema | None = None) -> Iterator[pa.R
         arrays = [key, value, topic_col, partition_col, offset, timestamp, ts_type, *headers]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for batch in _batches(r, view, start):
-        if batch.next_offset <= start:
-            continue
-        if batch.base_offset >= r.end:
-            break
-        columns.add_batch(batch, start, r.end)
-        if columns.rows >= ROWS_PER_BATCH:
-            yield flush()
+    read_to = start
+    try:
+        for batch in _batches(r, view, start):
+            if batch.next_offset <= start:
+                continue
+            if batch.base_offset >= r.end:
+                break
+            columns.add_batch(batch, start, r.end)
+            read_to = batch.next_offset
+            if columns.rows >= ROWS_PER_BATCH:
+                yield flush()
+    except CorruptRecordError as err:
+        # corrupt bytes are never served: fail, or (failOnDataLoss=false) say what is skipped
+        data_loss(
+            f"{r.topic}-{r.partition} is corrupt after offset {read_to - 1} ({err}); offsets "
+            f"{read_to} to {r.end - 1} of this read were skipped",
+            r.fail_on_data_loss,
+        )
     if columns.rows:
         yield flush()
