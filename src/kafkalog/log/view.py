@@ -12,7 +12,6 @@ Refuses: writing anything, and waiting for a writer.
 from __future__ import annotations
 
 import bisect
-import mmap
 import os
 import struct
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from kafkalog.types import INT64_MAX, TopicPartition, check_int
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 READ_CHUNK = 8 << 20
+INDEX_CHUNK = 64 << 10
 _ZERO_HEADER = bytes(12)  # base offset 0 and size 0: never a batch, always unwritten space
 
 
@@ -52,22 +52,28 @@ class SegmentFile:
 
 def _read_entries(path: Path, entry: struct.Struct) -> list[tuple[int, int]]:
     """The written entries of an index that may be preallocated and still growing: entries
-    stop at the zero-filled tail (relative offset 0 after the first entry)."""
+    stop at the zero-filled tail (relative offset 0 after the first entry).
+
+    Read with ``pread``, never mapped: the writer trims an index when its segment rolls, and a
+    mapped read past the new end would be SIGBUS in this process. Chunks stop at the tail, so
+    a 10 MiB preallocated index costs what its entries take."""
+    out: list[tuple[int, int]] = []
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < entry.size:
-                return []
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                out = []
-                for i in range(size // entry.size):
-                    a, b = entry.unpack_from(m, i * entry.size)
-                    if i and (b == 0 if entry is _TIME_ENTRY else a == 0):
-                        break
+            fd = f.fileno()
+            position = 0
+            step = INDEX_CHUNK - INDEX_CHUNK % entry.size
+            while chunk := os.pread(fd, step, position):
+                for a, b in entry.iter_unpack(chunk[: len(chunk) - len(chunk) % entry.size]):
+                    if out and (b == 0 if entry is _TIME_ENTRY else a == 0):
+                        return out
                     out.append((a, b))
-                return out
-    except (FileNotFoundError, ValueError):
-        return []
+                if len(chunk) < step:
+                    break
+                position += step
+    except FileNotFoundError:
+        return out
+    return out
 
 
 def read_index_entries(path: Path) -> list[tuple[int, int]]:
