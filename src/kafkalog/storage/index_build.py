@@ -63,7 +63,7 @@ def build_index_entries(
         for batch in scan:
             last = batch.last_offset
             if not 0 <= last - base <= INT32_MAX:  # legacy data only (KAFKA-6264): split
-                segment._ensure_offset_in_range(last)
+                segment.ensure_offset_in_range(last)
             if batch.max_timestamp > max_ts:
                 max_ts, max_ts_offset = batch.max_timestamp, last
             if valid_bytes - last_index_entry > interval:

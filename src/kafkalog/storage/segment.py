@@ -269,7 +269,7 @@ class LogSegment:
 
     # --- append and read -----------------------------------------------------------------------
 
-    def _ensure_offset_in_range(self, offset: int) -> None:
+    def ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
             raise LogSegmentOffsetOverflowError(
                 f"offset {offset} cannot be stored relative to base offset {self.base_offset} of "
@@ -294,7 +294,7 @@ class LogSegment:
         physical_position = self.log.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self._ensure_offset_in_range(largest_offset)
+        self.ensure_offset_in_range(largest_offset)
         self.log.append(records, verify)
         if largest_timestamp > self._max_timestamp_so_far().timestamp:
             self._max_ts_so_far = TimestampOffset(
