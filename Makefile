@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: demo test lint bench check-java clean
+.PHONY: demo test lint bench check-java check-mvn kafka-oracle clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -28,6 +28,19 @@ check-java:
 	  echo "       macOS:         brew install openjdk@17"; \
 	  exit 1; }
 
+# The interop tests run Apache Kafka itself, fetched by Maven from Maven Central.
+check-mvn:
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "error: 'mvn' is not on PATH. The real-Kafka interop tests fetch Apache Kafka with Maven."; \
+	  echo "       Debian/Ubuntu: sudo apt-get install -y maven"; \
+	  echo "       macOS:         brew install maven"; \
+	  exit 1; }
+
+# Resolve each pinned Kafka version (interop/kafka-versions.txt) into Maven's local repository
+# and remember its classpath under ~/.cache/kafkalog; nothing is downloaded into the repo.
+kafka-oracle: $(DEV) check-java check-mvn
+	$(PY) tests/kafka_oracle.py
+
 demo: $(SPARK) check-java
 	$(PY) -m kafkalog.demo
 
@@ -39,7 +52,8 @@ lint: $(DEV)
 
 # The whole suite twice: on the compiled fast path (which must have been built), then on the
 # pure-Python reference codec it is checked against.
-test: lint check-java
+# Both passes run the real-Kafka tests: the pure-Python codec must read Kafka's files too.
+test: lint check-java kafka-oracle
 	KAFKALOG_REQUIRE_FAST=1 $(PY) -m pytest
 	KAFKALOG_PURE_PYTHON=1 $(PY) -m pytest
 

@@ -184,7 +184,11 @@ def register(cli: click.Group, user_errors: Wrap) -> None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
         overrides = manager.topic_overrides(topic)
         configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        click.echo(f"Topic: {topic}\tPartitionCount: {count}\tConfigs: {configs}")
+        # kafka-topics --describe's header line; kafkalog keeps one replica
+        click.echo(
+            f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
+            f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
+        )
         for p in range(count):
             log = manager.get_log(topic, p)
             click.echo(

@@ -34,6 +34,12 @@ from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.storage import filenames as fn
+from kafkalog.storage.partition_metadata import (
+    random_topic_id,
+    read_partition_metadata,
+    uuid_bytes,
+    write_partition_metadata,
+)
 from kafkalog.types import INT32_MAX, TopicPartition, check_int, validate_topic_name
 
 # far above any real topic; a guard against a typo creating millions of directories
@@ -216,10 +222,22 @@ class LogManager:
         return LogConfig.from_properties(overrides, defaults=self.default_config)
 
     def create_topic(
-        self, topic: str, partitions: int = 1, config: Mapping[str, Any] | None = None
+        self,
+        topic: str,
+        partitions: int = 1,
+        config: Mapping[str, Any] | None = None,
+        *,
+        topic_id: str | None = None,
     ) -> list[Log]:
-        """Create ``partitions`` partition logs; overrides are validated and persisted."""
+        """Create ``partitions`` partition logs; overrides are validated and persisted.
+
+        Each partition directory gets a ``partition.metadata`` naming the topic ID (KIP-516): a
+        fresh random one, or ``topic_id`` (a Kafka Uuid string) to match a broker's metadata."""
         validate_topic_name(topic)
+        if topic_id is None:
+            topic_id = random_topic_id()
+        else:
+            uuid_bytes(topic_id)
         if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
             raise InvalidConfigError("partitions", f"must be an int >= 1, not {partitions!r}")
         if partitions > MAX_PARTITIONS:
@@ -242,6 +260,7 @@ class LogManager:
                 self._write_topic_configs()
                 for p in range(partitions):
                     created.append(self._create_log(TopicPartition(topic, p)))
+                    write_partition_metadata(created[-1].directory, topic_id)
             except BaseException:
                 self._undo_create(topic, created)
                 raise
@@ -294,6 +313,12 @@ class LogManager:
         for tp in self.logs():
             out[tp.topic] = out.get(tp.topic, 0) + 1
         return out
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's ID from its first partition's ``partition.metadata``; None for a topic
+        written before kafkalog kept topic IDs."""
+        meta = read_partition_metadata(self.get_log(topic, 0).directory)
+        return None if meta is None else meta.topic_id
 
     def log_dir_of(self, topic: str, partition: int = 0) -> Path:
         return self._entry(topic, partition)[1].path
