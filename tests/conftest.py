@@ -45,3 +45,26 @@ def fast_switching() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(old)
+
+
+def _kafka_versions() -> tuple[str, ...]:
+    from kafka_oracle import KAFKA_VERSIONS
+
+    return KAFKA_VERSIONS
+
+
+@pytest.fixture(scope="session", params=_kafka_versions())
+def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
+    """Topics a real Kafka broker wrote and stopped on (tests/kafka_scenarios.py), once per
+    Kafka version per session, shared by the oracle test modules."""
+    pytest.importorskip("confluent_kafka")
+    from kafka_scenarios import BrokerWritten, write_topics
+
+    reuse = os.environ.get("KAFKALOG_ORACLE_REUSE")  # a developer's saved run: DIR/out.pickle
+    if reuse:
+        import pickle
+
+        with open(Path(reuse.format(version=request.param)) / "out.pickle", "rb") as f:
+            saved: BrokerWritten = pickle.load(f)
+        return saved
+    return write_topics(request.param, tmp_path_factory.mktemp(f"kafka-{request.param}"))

@@ -20,8 +20,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from kafka_oracle import KAFKA_VERSIONS
-from kafka_scenarios import Acked, BrokerWritten, write_topics
+from kafka_scenarios import Acked, BrokerWritten
 from kafkalog import IsolationLevel, Log, LogConfig, LogManager, ManualClock
 from kafkalog.records.scanner import BatchScanner
 from kafkalog.storage.partition_metadata import read_partition_metadata
@@ -30,19 +29,6 @@ from kafkalog.storage.producer_snapshot import read_snapshot
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-
-
-@pytest.fixture(scope="module", params=KAFKA_VERSIONS)
-def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    reuse = os.environ.get("KAFKALOG_ORACLE_REUSE")  # a developer's saved run: DIR/out.pickle
-    if reuse:
-        import pickle
-
-        with open(Path(reuse.format(version=request.param)) / "out.pickle", "rb") as f:
-            saved: BrokerWritten = pickle.load(f)
-        return saved
-    root = tmp_path_factory.mktemp(f"kafka-{request.param}")
-    return write_topics(request.param, root)
 
 
 @pytest.fixture

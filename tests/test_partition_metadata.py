@@ -10,12 +10,11 @@ from click.testing import CliRunner
 from kafkalog import CorruptCheckpointError, InvalidArgumentError, LogManager
 from kafkalog.cli.main import cli
 from kafkalog.storage.partition_metadata import (
-    ZERO_UUID,
     random_topic_id,
     read_partition_metadata,
-    uuid_bytes,
     write_partition_metadata,
 )
+from kafkalog.types import ZERO_UUID, uuid_bytes
 
 # A topic ID a Kafka 4.3 broker gave a topic, and the file it wrote for it.
 BROKER_ID = "857Qn4AUTFqGvHv20styaA"

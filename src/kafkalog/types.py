@@ -7,6 +7,8 @@ beyond naming and parsing these values.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import re
 from typing import NamedTuple, NewType
@@ -186,3 +188,27 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+# --- Kafka's Uuid (org.apache.kafka.common.Uuid): topic IDs, directory IDs -----------------
+
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID
+METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID (__cluster_metadata)
+RESERVED_UUIDS = frozenset({ZERO_UUID, METADATA_TOPIC_ID})
+
+
+def uuid_bytes(topic_id: str) -> bytes:
+    """The 16 bytes of a Kafka Uuid string, or InvalidArgumentError saying why not."""
+    if not isinstance(topic_id, str) or len(topic_id) != 22:
+        raise InvalidArgumentError(f"topic ID {topic_id!r} is not 22 URL-safe base64 characters")
+    try:
+        raw = base64.b64decode(topic_id + "==", altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise InvalidArgumentError(f"topic ID {topic_id!r} is not URL-safe base64") from err
+    if len(raw) != 16 or uuid_string(raw) != topic_id:
+        raise InvalidArgumentError(f"topic ID {topic_id!r} is not a 16-byte Uuid")
+    return raw
+
+
+def uuid_string(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")

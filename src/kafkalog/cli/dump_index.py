@@ -9,6 +9,7 @@ Refuses: repairing anything (``kafkalog recover`` does).
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 from kafkalog.cli.dump_log import DumpOptions, DumpReport, _optional_long, dump_log
@@ -65,7 +66,7 @@ def dump_offset_index(path: Path, options: DumpOptions, report: DumpReport) -> N
         finally:
             log.close()
         if mismatches:
-            report.index_mismatches[str(path.resolve())] = mismatches
+            report.index_mismatches[os.path.abspath(path)] = mismatches
     finally:
         index.close()
 
@@ -83,7 +84,7 @@ def dump_time_index(path: Path, options: DumpOptions, report: DumpReport) -> Non
             writable=False,
         )
         log = FileRecords(fn.log_file(path.parent, base), writable=False)
-        key = str(path.resolve())
+        key = os.path.abspath(path)  # File#getAbsolutePath: no symlinks resolved
         previous = -1
         try:
             for i in range(index.entries):
@@ -192,5 +193,5 @@ def dump_files(files: list[str], options: DumpOptions) -> DumpReport:
             dump_snapshot(path, report)
         else:
             report.err.append(f"Ignoring unknown file {shown}")
-    report.finish()
+    report.finish(options.kafka_version)
     return report

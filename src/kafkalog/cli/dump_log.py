@@ -9,10 +9,13 @@ the storage layer and walks batches with the one scanner. Refuses: modifying any
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalog.records import AnyBatch, Record
+from kafkalog.errors import CorruptRecordError, InvalidArgumentError
+from kafkalog.records import AnyBatch, Record, coordinator
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key, decode_end_txn_marker
 from kafkalog.records.scanner import BatchScanner
@@ -33,10 +36,18 @@ class DumpOptions:
     max_bytes: int = INT32_MAX
     max_bytes_given: bool = False
     json: bool = False
+    # "offsets" (--offsets-decoder) or "transactions" (--transaction-log-decoder)
+    decoder: str | None = None
+    # whose DumpLogSegments output to match where Kafka's releases differ (--kafka-version)
+    kafka_version: tuple[int, int] = (4, 3)
+
+    @property
+    def prints_data(self) -> bool:
+        return self.print_data_log or self.decoder is not None
 
     @property
     def deep(self) -> bool:
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.prints_data
 
 
 @dataclass
@@ -51,7 +62,12 @@ class DumpReport:
     time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def finish(self) -> None:
+    def finish(self, kafka_version: tuple[int, int] = (4, 3)) -> None:
+        """Kafka 4.x's Java tool keeps its reports in HashMaps keyed by path (printed in hash
+        order) with TreeMaps per file; 3.9's prepended to lists, so pairs print newest first."""
+        if kafka_version >= (4, 0):
+            self._finish_4x()
+            return
         for path, pairs in self.index_mismatches.items():
             self.err.append(f"Mismatches in :{path}")
             self.err += [f"  Index offset: {a}, log offset: {b}" for a, b in reversed(pairs)]
@@ -71,6 +87,60 @@ class DumpReport:
         for path, pairs in self.non_consecutive.items():
             self.err.append(f"Non-consecutive offsets in {path}")
             self.err += [f"  {a} is followed by {b}" for a, b in reversed(pairs)]
+
+    def _finish_4x(self) -> None:
+        err = self.err
+        for path in java_hashmap_order(self.index_mismatches):
+            err.append(f"Mismatches in :{path}")
+            by_offset = dict(self.index_mismatches[path])  # a TreeMap in reverse order
+            err += [
+                f"  Index offset: {a}, log offset: {by_offset[a]}" for a in sorted(by_offset)[::-1]
+            ]
+        for path in java_hashmap_order(self.time_mismatches):
+            err.append(f"Found timestamp mismatch in :{path}")
+            err += [
+                f"  Index timestamp: {a}, log timestamp: {b}" for a, b in self.time_mismatches[path]
+            ]
+        for path in java_hashmap_order(self.time_out_of_order):
+            err.append(f"Found out of order timestamp in :{path}")
+            err += [
+                f"  Index timestamp: {a}, Previously indexed timestamp: {b}"
+                for a, b in self.time_out_of_order[path]
+            ]
+        for path in java_hashmap_order(self.time_not_found):
+            err.append(f"The following indexed offsets are not found in :{path}")
+            err += [
+                f"Indexed offset: {a}, found log offset: {b}" for a, b in self.time_not_found[path]
+            ]
+        for path in java_hashmap_order(self.non_consecutive):
+            err.append(f"Non-consecutive offsets in {path}")
+            following = dict(self.non_consecutive[path])  # a TreeMap by the earlier offset
+            err += [f"  {a} is followed by {following[a]}" for a in sorted(following)]
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):  # String#hashCode runs over UTF-16 code units
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a java.util.HashMap<String, ?> filled with ``keys`` in order by
+    computeIfAbsent: by bucket (hash ^ hash >>> 16, masked to the table size the map grew to),
+    then newest first, as computeIfAbsent puts a new node at the head of its bin and a resize
+    keeps each bin's order. The table doubles when an insertion finds size > 0.75 capacity."""
+    keys = list(keys)
+    capacity = 16
+    while len(keys) - 1 > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = _java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), -ik[0]))]
 
 
 def _bool(value: bool) -> str:
@@ -134,6 +204,8 @@ def record_line(batch: AnyBatch, record: Record, options: DumpOptions) -> str:
         else:
             parts.append(f" isValid: {_bool(batch.is_valid())} crc: {batch.crc}}}")
     if v2 and batch.is_control:
+        if options.skip_record_metadata:  # Kafka prints a control record's type as metadata
+            return "".join(parts)
         kind = decode_control_key(record.key).type
         if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
             marker = decode_end_txn_marker(record.key, record.value)
@@ -142,13 +214,47 @@ def record_line(batch: AnyBatch, record: Record, options: DumpOptions) -> str:
             )
         else:
             parts.append(f" controlType: {kind.name}({decode_control_key(record.key).type_id})")
-    elif options.print_data_log:
-        if record.key is not None:
-            prefix = "|" if options.skip_record_metadata else ""
-            parts.append(f"{prefix} key: {_text(record.key)}")
-        if record.value is not None:
-            parts.append(f" payload: {_text(record.value)}")
+    elif options.prints_data:
+        key, payload = _parse(record, options)
+        if options.kafka_version >= (4, 0):
+            # 4.0's DumpLogSegments puts the indent before whichever of the two comes first
+            prefix = "| " if options.skip_record_metadata else " "
+            if key is not None:
+                parts.append(f"{prefix}key: {key}")
+                prefix = " "
+            if payload is not None:
+                parts.append(f"{prefix}payload: {payload}")
+        else:
+            if key is not None:
+                parts.append(f"{'|' if options.skip_record_metadata else ''} key: {key}")
+            if payload is not None:
+                parts.append(f" payload: {payload}")
     return "".join(parts)
+
+
+def _parse(record: Record, options: DumpOptions) -> tuple[str | None, str | None]:
+    """Key and payload as DumpLogSegments' message parser for the chosen decoder shows them."""
+    if options.decoder is None:
+        return (
+            None if record.key is None else _text(record.key),
+            None if record.value is None else _text(record.value),
+        )
+    if record.key is None:
+        raise InvalidArgumentError(
+            f"Failed to decode message at offset {record.offset} using the specified decoder "
+            "(message had a missing key)"
+        )
+    try:
+        decoded = coordinator.decode(options.decoder, record.key, record.value)
+    except CorruptRecordError as err:
+        return f"Error at offset {record.offset}, skipping. {err}", None
+    modern = options.kafka_version >= (4, 0)
+    if options.decoder == "transactions" and not modern:
+        return coordinator.format_transaction_text(decoded)
+    key_type = decoded.record_type
+    if modern and options.decoder == "offsets" and key_type == 0:
+        key_type = 1  # 4.x prints the record's api key; both legacy key versions are type 1
+    return coordinator.format_json(decoded, record.offset, key_type)
 
 
 def _json_batch(batch: AnyBatch, position: int, options: DumpOptions) -> str:
@@ -199,6 +305,9 @@ def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -
     data = path.read_bytes()[: options.max_bytes]
     scanner = BatchScanner(data, verify_crc=False, file=str(path))
     last_offset = -1
+    # 4.x's Java port compares the first record with -1 too, so a segment that does not start
+    # at offset 0 always reports "-1 is followed by <base>"; 3.9 started comparing after it
+    first_is_gap = options.kafka_version >= (4, 0)
     gaps: list[tuple[int, int]] = []
     for batch in scanner:
         position = scanner.valid_bytes - batch.size_in_bytes  # valid_bytes is the batch's end
@@ -208,7 +317,7 @@ def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -
             out.append(batch_line(batch, position))
         if options.deep:
             for record in batch.records():
-                if last_offset >= 0 and record.offset != last_offset + 1:
+                if (last_offset >= 0 or first_is_gap) and record.offset != last_offset + 1:
                     gaps.append((last_offset, record.offset))
                 last_offset = record.offset
                 if not options.json:
@@ -217,4 +326,4 @@ def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -
     if remaining > 0 and not options.max_bytes_given and not options.json:
         out.append(f"Found {remaining} invalid bytes at the end of {path.name}")
     if gaps:
-        report.non_consecutive[str(path.resolve())] = gaps
+        report.non_consecutive[os.path.abspath(path)] = gaps  # File#getAbsolutePath

@@ -20,6 +20,7 @@ from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
 from kafkalog.errors import (
     CorruptionError,
+    InvalidArgumentError,
     KafkaLogError,
     LogDirectoryLockedError,
     UnknownTopicOrPartitionError,
@@ -44,6 +45,17 @@ def _exit_code(err: KafkaLogError) -> int:
     if isinstance(err, LogDirectoryLockedError):
         return EXIT_LOCKED
     return EXIT_INVALID  # bad names, offsets, configs, existing topics
+
+
+def parse_kafka_version(text: str) -> tuple[int, int]:
+    """``--kafka-version``: a release such as 3.9 or 4.3 (a patch number is ignored)."""
+    parts = text.strip().split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise InvalidArgumentError(f"--kafka-version {text!r} is not a release like 3.9 or 4.3")
+    version = (int(parts[0]), int(parts[1]))
+    if version < (3, 0):
+        raise InvalidArgumentError(f"--kafka-version {text}: only Kafka 3.x and 4.x are matched")
+    return version
 
 
 def user_errors(fn: F) -> F:
@@ -83,6 +95,21 @@ def cli() -> None:
 @click.option("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, show_default=True)
 @click.option("--max-bytes", type=int, default=None, help="Examine only the first N bytes.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per batch.")
+@click.option(
+    "--offsets-decoder", is_flag=True, help="Decode __consumer_offsets records (implies data)."
+)
+@click.option(
+    "--transaction-log-decoder",
+    is_flag=True,
+    help="Decode __transaction_state records (implies data).",
+)
+@click.option(
+    "--kafka-version",
+    default="4.3",
+    show_default=True,
+    help="Print what this Kafka release's kafka-dump-log prints where releases differ "
+    "(3.9: the text transaction-log decoder and the old --skip-record-metadata indent).",
+)
 @user_errors
 def dump_log_cmd(
     files: str,
@@ -94,6 +121,9 @@ def dump_log_cmd(
     max_message_size: int,
     max_bytes: int | None,
     as_json: bool,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
+    kafka_version: str,
 ) -> None:
     """Print segments, indexes, txn indexes and producer snapshots as kafka-dump-log does.
 
@@ -111,7 +141,15 @@ def dump_log_cmd(
         max_bytes=INT32_MAX if max_bytes is None else max_bytes,
         max_bytes_given=max_bytes is not None,
         json=as_json,
+        decoder="offsets"
+        if offsets_decoder
+        else "transactions"
+        if transaction_log_decoder
+        else None,
+        kafka_version=parse_kafka_version(kafka_version),
     )
+    if offsets_decoder and transaction_log_decoder:
+        raise InvalidArgumentError("choose one of --offsets-decoder and --transaction-log-decoder")
     report = dump_files([f for f in files.split(",") if f], options)
     for line in report.out:
         click.echo(line)

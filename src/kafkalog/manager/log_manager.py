@@ -37,10 +37,15 @@ from kafkalog.storage import filenames as fn
 from kafkalog.storage.partition_metadata import (
     random_topic_id,
     read_partition_metadata,
-    uuid_bytes,
     write_partition_metadata,
 )
-from kafkalog.types import INT32_MAX, TopicPartition, check_int, validate_topic_name
+from kafkalog.types import (
+    INT32_MAX,
+    TopicPartition,
+    check_int,
+    uuid_bytes,
+    validate_topic_name,
+)
 
 # far above any real topic; a guard against a typo creating millions of directories
 MAX_PARTITIONS = 100_000

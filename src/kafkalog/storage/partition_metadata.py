@@ -9,8 +9,6 @@ Refuses: any version other than 0, and IDs Kafka reserves (all zeros, the metada
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,28 +17,9 @@ from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.faults import storage_call
 from kafkalog.storage.filenames import PARTITION_METADATA
+from kafkalog.types import RESERVED_UUIDS, uuid_bytes, uuid_string
 
 VERSION = 0
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid.ZERO_UUID
-METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID (__cluster_metadata)
-RESERVED_IDS = frozenset({ZERO_UUID, METADATA_TOPIC_ID})
-
-
-def uuid_bytes(topic_id: str) -> bytes:
-    """The 16 bytes of a Kafka Uuid string, or InvalidArgumentError saying why not."""
-    if not isinstance(topic_id, str) or len(topic_id) != 22:
-        raise InvalidArgumentError(f"topic ID {topic_id!r} is not 22 URL-safe base64 characters")
-    try:
-        raw = base64.b64decode(topic_id + "==", altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError) as err:
-        raise InvalidArgumentError(f"topic ID {topic_id!r} is not URL-safe base64") from err
-    if len(raw) != 16 or uuid_string(raw) != topic_id:
-        raise InvalidArgumentError(f"topic ID {topic_id!r} is not a 16-byte Uuid")
-    return raw
-
-
-def uuid_string(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def random_topic_id() -> str:
@@ -48,7 +27,7 @@ def random_topic_id() -> str:
     (KAFKA-12381: such an ID reads as an option on a command line)."""
     while True:
         text = uuid_string(os.urandom(16))
-        if text not in RESERVED_IDS and not text.startswith("-"):
+        if text not in RESERVED_UUIDS and not text.startswith("-"):
             return text
 
 
@@ -94,7 +73,7 @@ def read_partition_metadata(partition_dir: Path) -> PartitionMetadata | None:
 def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
     """Write the file atomically, byte for byte as Kafka's PartitionMetadataFile does."""
     uuid_bytes(topic_id)
-    if topic_id in RESERVED_IDS:
+    if topic_id in RESERVED_UUIDS:
         raise InvalidArgumentError(f"topic ID {topic_id} is reserved by Kafka")
     text = f"version: {VERSION}\ntopic_id: {topic_id}"
     write_atomically(Path(partition_dir) / PARTITION_METADATA, text.encode("ascii"))

@@ -1,0 +1,218 @@
+"""Records of Kafka's internal topics ``__consumer_offsets`` and ``__transaction_state``.
+
+Why: ``kafka-dump-log --offsets-decoder`` / ``--transaction-log-decoder`` print these records as
+the coordinators' generated JSON converters do (``{"type":..,"data":..}`` keys and
+``{"version":..,"data":..}`` values, tagged fields only when not at their default); Kafka 3.9's
+transaction-log decoder printed a text form instead (``TransactionLog.formatRecordKeyAndValue``).
+The layouts are the coordinator record schemas (OffsetCommitKey/Value, GroupMetadataKey,
+TransactionLogKey/Value): a big-endian int16 type or version, then the fields, flexible versions
+with compact lengths and tagged fields (KIP-482).
+Refuses: the group-metadata value and the KIP-848 consumer-group records; they decode to an
+explicit "not decoded" message rather than a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.errors import CorruptRecordError
+from kafkalog.types import uuid_string
+
+# A field: JSON name, type, first version, last version (None: open), tag (None: not tagged),
+# default. A struct array's type is a tuple of fields.
+Field = tuple[str, Any, int, int | None, int | None, Any]
+
+_PARTITIONS: tuple[Field, ...] = (
+    ("topic", "string", 0, None, None, None),
+    ("partitionIds", "[]int32", 0, None, None, None),
+)
+# (record type, key fields, value fields, first flexible value version)
+_OFFSET_COMMIT = (
+    (("group", "string", 0, None, None, None), ("topic", "string", 0, None, None, None),
+     ("partition", "int32", 0, None, None, None)),
+    (("offset", "int64", 0, None, None, None), ("leaderEpoch", "int32", 3, None, None, -1),
+     ("metadata", "string", 0, None, None, None), ("commitTimestamp", "int64", 0, None, None, None),
+     ("expireTimestamp", "int64", 1, 1, None, -1),
+     ("topicId", "uuid", 4, None, 0, "AAAAAAAAAAAAAAAAAAAAAA")),
+    4,
+)  # fmt: skip
+_TRANSACTION_LOG = (
+    (("transactionalId", "string", 0, None, None, None),),
+    (("producerId", "int64", 0, None, None, None),
+     ("previousProducerId", "int64", 1, None, 0, -1), ("nextProducerId", "int64", 1, None, 1, -1),
+     ("producerEpoch", "int16", 0, None, None, None),
+     ("nextProducerEpoch", "int16", 1, None, 3, -1),
+     ("transactionTimeoutMs", "int32", 0, None, None, None),
+     ("transactionStatus", "int8", 0, None, None, None),
+     ("transactionPartitions", _PARTITIONS, 0, None, None, None),
+     ("transactionLastUpdateTimestampMs", "int64", 0, None, None, None),
+     ("transactionStartTimestampMs", "int64", 0, None, None, None),
+     ("clientTransactionVersion", "int16", 1, None, 2, 0)),
+    1,
+)  # fmt: skip
+_GROUP_METADATA_KEY = (("group", "string", 0, None, None, None),)
+
+# TransactionState names, by the status byte (TransactionState in the transaction coordinator)
+TRANSACTION_STATES = (
+    "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+    "Dead", "PrepareEpochFence",
+)  # fmt: skip
+
+_FIXED = {"int8": struct.Struct(">b"), "int16": struct.Struct(">h"),
+          "int32": struct.Struct(">i"), "int64": struct.Struct(">q")}  # fmt: skip
+
+
+class _Reader:
+    def __init__(self, data: bytes, flexible: bool) -> None:
+        self.data, self.pos, self.flexible = data, 0, flexible
+
+    def fixed(self, kind: str) -> int:
+        s = _FIXED[kind]
+        if self.pos + s.size > len(self.data):
+            raise CorruptRecordError(f"a coordinator record ends inside a {kind}")
+        (value,) = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return int(value)
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            if self.pos >= len(self.data) or shift > 28:
+                raise CorruptRecordError("a coordinator record has a bad unsigned varint")
+            b = self.data[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def length(self, array: bool) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.fixed("int32" if array else "int16")
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise CorruptRecordError(f"a coordinator record field of {n} bytes overruns it")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def value(self, kind: Any, version: int) -> Any:
+        if isinstance(kind, tuple):
+            n = self.length(True)
+            return None if n < 0 else [self.struct(kind, version) for _ in range(n)]
+        if kind == "string":
+            n = self.length(False)
+            return None if n < 0 else self.take(n).decode("utf-8", "replace")
+        if kind == "uuid":
+            return uuid_string(self.take(16))
+        if kind == "[]int32":
+            n = self.length(True)
+            return None if n < 0 else [self.fixed("int32") for _ in range(n)]
+        return self.fixed(kind)
+
+    def struct(self, fields: tuple[Field, ...], version: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        tagged: dict[int, Field] = {}
+        for f in fields:
+            name, kind, first, last, tag, default = f
+            if version < first or (last is not None and version > last):
+                continue
+            if tag is not None:
+                tagged[tag] = f
+                out[name] = default
+            else:
+                out[name] = self.value(kind, version)
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                tag, size = self.uvarint(), self.uvarint()
+                end = self.pos + size
+                if tag in tagged:
+                    out[tagged[tag][0]] = self.value(tagged[tag][1], version)
+                self.pos = end
+        # the generated JSON converters leave out tagged fields that hold their default
+        return {
+            name: v
+            for name, v in out.items()
+            if not any(f[0] == name and f[4] is not None and f[5] == v for f in fields)
+        }
+
+
+@dataclass(frozen=True)
+class CoordinatorRecord:
+    record_type: int  # the key's leading int16
+    key: dict[str, Any] | None  # None: a type this module does not decode
+    value_version: int | None  # None: a tombstone
+    value: dict[str, Any] | None
+
+
+def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
+    if topic == "offsets":
+        if record_type in (0, 1):  # legacy key versions 0 and 1 are both offset commits
+            return _OFFSET_COMMIT
+        if record_type == 2:
+            return (_GROUP_METADATA_KEY, None, 0)
+        return None
+    return _TRANSACTION_LOG if record_type == 0 else None
+
+
+def decode(topic: str, key: bytes, value: bytes | None) -> CoordinatorRecord:
+    """Decode one record of ``topic`` ("offsets" or "transactions")."""
+    reader = _Reader(key, flexible=False)
+    record_type = reader.fixed("int16")
+    schema = _schema(topic, record_type)
+    if schema is None:
+        return CoordinatorRecord(record_type, None, None, None)
+    key_fields, value_fields, first_flexible = schema
+    decoded_key = reader.struct(key_fields, 0)
+    if value is None:
+        return CoordinatorRecord(record_type, decoded_key, None, None)
+    if value_fields is None:
+        return CoordinatorRecord(record_type, decoded_key, -1, None)
+    version = _Reader(value, flexible=False).fixed("int16")
+    reader = _Reader(value, flexible=version >= first_flexible)
+    reader.pos = 2
+    return CoordinatorRecord(
+        record_type, decoded_key, version, reader.struct(value_fields, version)
+    )
+
+
+def _json(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def format_json(record: CoordinatorRecord, offset: int, key_type: int) -> tuple[str, str | None]:
+    """(key, payload) as Kafka 4.x's CoordinatorRecordMessageParser prints them; ``key_type``
+    is what the "type" field shows (the record's api key in 4.x, the key version in 3.9)."""
+    if record.key is None:
+        return f"Unknown record type {record.record_type} at offset {offset}, skipping.", None
+    key = _json({"type": str(key_type), "data": record.key})
+    if record.value_version is None:
+        return key, "<DELETE>"
+    if record.value is None:
+        return key, f"kafkalog does not decode value type {record.record_type}"
+    return key, _json({"version": str(record.value_version), "data": record.value})
+
+
+def format_transaction_text(record: CoordinatorRecord) -> tuple[str, str | None]:
+    """Kafka 3.9's text form (TransactionLog.formatRecordKeyAndValue)."""
+    if record.key is None:
+        return f"unknown::version={record.record_type}", None
+    key = f"transaction_metadata::transactionalId={record.key['transactionalId']}"
+    v = record.value
+    if v is None:
+        return key, "<DELETE>"
+    status = v["transactionStatus"]
+    state = TRANSACTION_STATES[status] if 0 <= status < len(TRANSACTION_STATES) else str(status)
+    partitions = ",".join(
+        f"{p['topic']}-{pid}" for p in v["transactionPartitions"] or [] for pid in p["partitionIds"]
+    )
+    return key, (
+        f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={state},"
+        f"partitions=[{partitions}],txnLastUpdateTimestamp="
+        f"{v['transactionLastUpdateTimestampMs']},txnTimeoutMs={v['transactionTimeoutMs']}"
+    )

@@ -1,0 +1,104 @@
+"""``kafkalog dump-log`` prints what Kafka's own DumpLogSegments prints, byte for byte.
+
+Every file the oracle broker left (segments, indexes, time indexes, transaction indexes,
+producer snapshots, the internal topics with their decoders) is dumped by both tools with the
+same options; each Kafka version is matched with ``--kafka-version`` set to it, and the default
+matches 4.x.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafka_oracle import JVM_FLAGS, TOOL_LOG, classpath, dump_log_segments_class
+from kafka_scenarios import BrokerWritten
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+USER_TOPICS_OPTIONS = [
+    (),
+    ("--deep-iteration",),
+    ("--deep-iteration", "--print-data-log"),
+    ("--print-data-log", "--skip-record-metadata"),
+    ("--index-sanity-check",),
+    ("--verify-index-only",),
+]
+INTERNAL_OPTIONS = {
+    "__consumer_offsets": [("--offsets-decoder",), ("--offsets-decoder", "--skip-record-metadata")],
+    "__transaction_state": [
+        ("--transaction-log-decoder",),
+        ("--transaction-log-decoder", "--skip-record-metadata"),
+    ],
+}
+
+
+def files_of(data_dir: Path, internal: str | None) -> list[str]:
+    out = []
+    for part in sorted(data_dir.iterdir()):
+        if not part.is_dir() or part.name.startswith(("__",)) != (internal is not None):
+            continue
+        if internal is not None and not part.name.startswith(internal):
+            continue
+        out += [str(f) for f in sorted(part.iterdir()) if f.suffix in SUFFIXES]
+    return out
+
+
+def kafka_dump(version: str, files: list[str], options: tuple[str, ...]) -> tuple[str, str]:
+    cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(version),
+           dump_log_segments_class(version), "--files", ",".join(files), *options]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+def kafkalog_dump(files: list[str], options: tuple[str, ...], *extra: str) -> tuple[str, str]:
+    cmd = [sys.executable, "-m", "kafkalog", "dump-log", "--files", ",".join(files), *options,
+           *extra]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+def first_difference(want: str, got: str) -> str:
+    for i, (a, b) in enumerate(zip(want.splitlines(), got.splitlines(), strict=False)):
+        if a != b:
+            return f"line {i + 1}:\nkafka:    {a}\nkafkalog: {b}"
+    return f"line counts differ: kafka {len(want.splitlines())}, kafkalog {len(got.splitlines())}"
+
+
+def kafka_errors(stderr: str) -> str:
+    """DumpLogSegments' own report lines, without the JVM's or log4j's chatter."""
+    return "\n".join(line for line in stderr.splitlines() if not line.startswith(("[", "SLF4J")))
+
+
+@pytest.mark.parametrize("options", USER_TOPICS_OPTIONS, ids=" ".join)
+def test_user_topic_files_dump_identically(
+    written: BrokerWritten, options: tuple[str, ...]
+) -> None:
+    files = files_of(written.data_dir, None)
+    assert any(f.endswith(".txnindex") for f in files) and any(
+        f.endswith(".snapshot") for f in files
+    )
+    want, want_err = kafka_dump(written.version, files, options)
+    major_minor = ".".join(written.version.split(".")[:2])
+    got, got_err = kafkalog_dump(files, options, "--kafka-version", major_minor)
+    assert got == want, first_difference(want, got)
+    assert got_err.strip() == kafka_errors(want_err).strip()
+
+
+@pytest.mark.parametrize("topic", sorted(INTERNAL_OPTIONS))
+def test_internal_topics_decode_identically(written: BrokerWritten, topic: str) -> None:
+    files = files_of(written.data_dir, topic)
+    assert any(f.endswith(".log") for f in files)
+    major_minor = ".".join(written.version.split(".")[:2])
+    for options in INTERNAL_OPTIONS[topic]:
+        want, _ = kafka_dump(written.version, files, options)
+        got, _ = kafkalog_dump(files, options, "--kafka-version", major_minor)
+        assert got == want, (options, first_difference(want, got))
+        if written.version.startswith("4."):  # the default is Kafka 4.x's output
+            assert kafkalog_dump(files, options)[0] == want
