@@ -290,3 +290,11 @@ def _answers(broker: KafkaBroker, admin: AdminClient, out: BrokerWritten) -> Non
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def kafka_uuid(text: str) -> str:
+    """confluent-kafka prints a topic ID in standard base64; Kafka's Uuid uses the URL-safe
+    alphabet without padding (org.apache.kafka.common.Uuid#toString)."""
+    import base64
+
+    return base64.urlsafe_b64encode(base64.b64decode(text + "==")).decode().rstrip("=")

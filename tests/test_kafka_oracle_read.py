@@ -8,7 +8,6 @@ copy of its log directory and every answer is compared with what the broker told
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from kafka_scenarios import Acked, BrokerWritten
+from kafka_scenarios import Acked, BrokerWritten, kafka_uuid
 from kafkalog import IsolationLevel, Log, LogConfig, LogManager, ManualClock
 from kafkalog.records.scanner import BatchScanner
 from kafkalog.storage.partition_metadata import read_partition_metadata
@@ -70,12 +69,6 @@ def read_back(log: Log, isolation: IsolationLevel | None = None) -> dict[int, Ac
             out[r.offset] = Acked(r.offset, r.timestamp, r.key, r.value, hdrs)
         offset = last + 1
     return out
-
-
-def kafka_uuid(text: str) -> str:
-    """confluent-kafka prints a topic ID in standard base64; Kafka's Uuid uses the URL-safe
-    alphabet without padding (org.apache.kafka.common.Uuid#toString)."""
-    return base64.urlsafe_b64encode(base64.b64decode(text + "==")).decode().rstrip("=")
 
 
 def expected_console(lines: list[str]) -> list[tuple[bytes, bytes, tuple[tuple[str, bytes], ...]]]:
