@@ -251,3 +251,53 @@ def test_verify_finds_nothing(data_copy: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- Spark: the kafkalog source over the broker's files -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark():  # type: ignore[no-untyped-def]
+    pytest.importorskip("pyspark")
+    import kafkalog.spark
+
+    session = kafkalog.spark.local_session("kafkalog-oracle")
+    yield session
+    session.stop()
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_spark_source_returns_the_acknowledged_rows(
+    written: BrokerWritten,
+    data_copy: Path,
+    spark,
+    isolation: str,  # type: ignore[no-untyped-def]
+) -> None:
+    topics = ["txn", "codec-zstd", "codec-snappy", "retained"]
+    df = (
+        spark.read.format("kafkalog")
+        .option("path", str(data_copy))
+        .option("subscribe", ",".join(topics))
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .option("kafka.isolation.level", isolation)
+        .load()
+    )
+    got = {
+        (r.topic, r.offset): Acked(
+            r.offset,
+            int(r.timestamp.timestamp() * 1000),
+            None if r.key is None else bytes(r.key),
+            None if r.value is None else bytes(r.value),
+            tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers or []),
+        )
+        for r in df.collect()
+    }
+    want = {}
+    for topic in topics:
+        start = written.list_offsets[topic]["earliest"][0]
+        skip = written.aborted_offsets.get(topic, set()) if isolation == "read_committed" else set()
+        for a in written.acked[topic]:
+            if a.offset >= start and a.offset not in skip:
+                want[(topic, a.offset)] = a
+    assert got == want
