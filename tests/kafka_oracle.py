@@ -218,11 +218,6 @@ class KafkaBroker:
     def tool(self, main: str, *args: str, timeout: float = 180) -> str:
         return java(self.version, main, *args, timeout=timeout)
 
-    def topics(self, *args: str) -> str:
-        return self.tool(
-            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", self.bootstrap, *args
-        )
-
 
 if __name__ == "__main__":  # `make kafka-oracle`: fetch every pinned version before the tests
     for v in KAFKA_VERSIONS:

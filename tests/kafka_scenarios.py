@@ -8,7 +8,6 @@ What it refuses to do: guess. Every expected value was told to a client by the b
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -97,13 +96,11 @@ def _rows(n: int, start: int, ts0: int) -> list[tuple[bytes | None, bytes | None
     return rows
 
 
-def _create(admin: AdminClient, topic: str, partitions: int = 1, **config: str) -> None:
-    if _VERSION[0].startswith("4.") and "segment.bytes" in config:
+def _create(admin: AdminClient, topic: str, version: str = "", **config: str) -> None:
+    if version.startswith("4.") and "segment.bytes" in config:
         # Kafka 4.0 set segment.bytes' minimum to 1 MiB (KIP-1030); its tests use this key.
         config["internal.segment.bytes"] = config.pop("segment.bytes")
-    futures = admin.create_topics(
-        [NewTopic(topic, partitions, 1, config=config)], operation_timeout=30
-    )
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=30)
     for f in futures.values():
         f.result(60)
 
@@ -122,11 +119,7 @@ def _earliest(admin: AdminClient, topic: str) -> int:
     return admin.list_offsets({tp: OffsetSpec.earliest()})[tp].result(30).offset
 
 
-_VERSION = [""]
-
-
 def write_topics(version: str, root: Path) -> BrokerWritten:
-    _VERSION[0] = version
     # Time retention off: the records carry fixed timestamps from 2023.
     broker = KafkaBroker(version, root / "broker", {"log.retention.ms": "-1"})
     out = BrokerWritten(version, broker.log_dir)
@@ -136,7 +129,7 @@ def write_topics(version: str, root: Path) -> BrokerWritten:
         # One topic per codec: keys, null keys and values, headers, explicit timestamps.
         for codec in CODECS:
             topic = f"codec-{codec}"
-            _create(admin, topic, **{"segment.bytes": "16384"})
+            _create(admin, topic, version, **{"segment.bytes": "16384"})
             rows = _rows(600, 0, BASE_TS)
             out.acked[topic] = _produce(bs, topic, rows, **{"compression.type": codec})
         # Idempotent producer and transactions, committed and aborted, interleaved.
@@ -145,7 +138,7 @@ def write_topics(version: str, root: Path) -> BrokerWritten:
         out.aborted_offsets["txn"] = set().union(*aborted)
         out.aborted_first_offsets["txn"] = [min(t) for t in aborted]
         # Retention moves the log start: small segments, small retention.bytes.
-        _create(admin, "retained", **{"segment.bytes": "2048", "retention.bytes": "4096"})
+        _create(admin, "retained", version, **{"segment.bytes": "2048", "retention.bytes": "4096"})
         out.acked["retained"] = _produce(
             bs, "retained", _rows(400, 0, BASE_TS), acks="all", **{"batch.size": 1000}
         )
@@ -156,7 +149,7 @@ def write_topics(version: str, root: Path) -> BrokerWritten:
         _create(admin, "console")
         out.console_lines = [f"h{i}:{i},hh:x\tk{i % 4}\tline {i}" for i in range(50)]
         _console_produce(broker, out.console_lines)
-        _create(admin, "perf", **{"segment.bytes": "65536"})
+        _create(admin, "perf", version, **{"segment.bytes": "65536"})
         out.perf_records = 3000
         broker.tool(
             "org.apache.kafka.tools.ProducerPerformance", "--topic", "perf",
@@ -257,6 +250,28 @@ def _consume_group(bs: str, topic: str) -> None:
     consumer.close()
 
 
+def list_offsets(
+    admin: AdminClient, topic: str, timestamps: tuple[int, ...]
+) -> dict[object, tuple[int, int]]:
+    """The broker's ListOffsets answers for partition 0: (offset, timestamp) by spec name."""
+    tp = TopicPartition(topic, 0)
+    specs: dict[object, OffsetSpec] = {
+        "earliest": OffsetSpec.earliest(),
+        "latest": OffsetSpec.latest(),
+        "max_timestamp": OffsetSpec.max_timestamp(),
+        **{("ts", t): OffsetSpec.for_timestamp(t) for t in timestamps},
+    }
+    answers: dict[object, tuple[int, int]] = {}
+    for name, spec in specs.items():
+        info = admin.list_offsets({tp: spec})[tp].result(30)
+        answers[name] = (info.offset, info.timestamp)
+    committed = admin.list_offsets(
+        {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED
+    )[tp].result(30)
+    answers["latest_committed"] = (committed.offset, committed.timestamp)
+    return answers
+
+
 def _answers(broker: KafkaBroker, admin: AdminClient, out: BrokerWritten) -> None:
     """What the broker says about each topic, to check kafkalog's reading against."""
     topics = [*out.acked, "console", "perf"]
@@ -264,32 +279,13 @@ def _answers(broker: KafkaBroker, admin: AdminClient, out: BrokerWritten) -> Non
     for topic, fut in described.items():
         out.topic_ids[topic] = str(fut.result(30).topic_id)
     for topic in topics:
-        tp = TopicPartition(topic, 0)
-        specs: dict[object, OffsetSpec] = {
-            "earliest": OffsetSpec.earliest(),
-            "latest": OffsetSpec.latest(),
-            "max_timestamp": OffsetSpec.max_timestamp(),
-        }
-        for t in (BASE_TS - 1, BASE_TS, BASE_TS + 1234, BASE_TS + 5995, BASE_TS + 10**9):
-            specs[("ts", t)] = OffsetSpec.for_timestamp(t)
-        answers: dict[object, tuple[int, int]] = {}
-        for name, spec in specs.items():
-            info = admin.list_offsets({tp: spec})[tp].result(30)
-            answers[name] = (info.offset, info.timestamp)
-        committed = admin.list_offsets(
-            {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED
-        )[tp].result(30)
-        answers["latest_committed"] = (committed.offset, committed.timestamp)
+        timestamps = (BASE_TS - 1, BASE_TS, BASE_TS + 1234, BASE_TS + 5995, BASE_TS + 10**9)
+        answers = list_offsets(admin, topic, timestamps)
         out.list_offsets[topic] = answers
     out.describe_producers["txn"] = broker.tool(
         "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", broker.bootstrap,
         "describe-producers", "--topic", "txn", "--partition", "0",
     )  # fmt: skip
-
-
-def copy_tree(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
 
 
 def kafka_uuid(text: str) -> str:

@@ -24,12 +24,11 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import IsolationLevel as CKIsolation
-from confluent_kafka import TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_oracle import KafkaBroker
-from kafka_scenarios import kafka_uuid
+from kafka_scenarios import kafka_uuid, list_offsets
 from kafkalog import (
     IsolationLevel,
     Log,
@@ -160,30 +159,19 @@ def consume(broker: KafkaBroker, topic: str, isolation: str, count: int) -> list
     return rows
 
 
-def broker_list_offsets(broker: KafkaBroker, topic: str) -> dict[str, tuple[int, int]]:
+def broker_list_offsets(broker: KafkaBroker, topic: str) -> dict[object, tuple[int, int]]:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    tp = TopicPartition(topic, 0)
-    out = {}
-    for name, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest()),
-                       ("max_timestamp", OffsetSpec.max_timestamp()),
-                       ("ts", OffsetSpec.for_timestamp(BASE_TS + 1555))):  # fmt: skip
-        info = admin.list_offsets({tp: spec})[tp].result(30)
-        out[name] = (info.offset, info.timestamp)
-    committed = admin.list_offsets(
-        {tp: OffsetSpec.latest()}, isolation_level=CKIsolation.READ_COMMITTED
-    )[tp].result(30)
-    out["latest_committed"] = (committed.offset, committed.timestamp)
-    return out
+    return list_offsets(admin, topic, (BASE_TS + 1555,))
 
 
-def kafkalog_list_offsets(log_dir: Path, topic: str) -> dict[str, tuple[int, int]]:
+def kafkalog_list_offsets(log_dir: Path, topic: str) -> dict[object, tuple[int, int]]:
     with LogManager(log_dir) as manager:
         log = manager.get_log(topic)
         answers = {
             "earliest": log.list_offsets(-2),
             "latest": log.list_offsets(-1),
             "max_timestamp": log.list_offsets(-3),
-            "ts": log.list_offsets(BASE_TS + 1555),
+            ("ts", BASE_TS + 1555): log.list_offsets(BASE_TS + 1555),
             "latest_committed": log.list_offsets(-1, IsolationLevel.READ_COMMITTED),
         }
     return {k: (v.offset, v.timestamp) for k, v in answers.items() if v is not None}

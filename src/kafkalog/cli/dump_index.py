@@ -1,4 +1,4 @@
-"""``kafkalog dump-log`` for index, transaction-index and producer-snapshot files (spec §14.3).
+"""``kafkalog dump-log`` for index, txn-index and producer-snapshot files (DumpLogSegments).
 
 Why: Kafka's dump tool checks an index against its log (each entry must point at the batch
 ending at the indexed offset; time entries must match the batch's max timestamp and increase)

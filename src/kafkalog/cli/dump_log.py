@@ -1,4 +1,4 @@
-"""``kafkalog dump-log``: Kafka's DumpLogSegments, line for line (spec §14).
+"""``kafkalog dump-log``: org.apache.kafka.tools.DumpLogSegments, line for line.
 
 Why: scripts written against ``kafka-dump-log.sh`` parse its exact text; kafkalog's dump must
 print the same lines for the same files (and a JSON form for new scripts). Each dumper returns

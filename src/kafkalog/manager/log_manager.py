@@ -1,4 +1,4 @@
-"""LogManager: every partition log across the log directories (spec §13).
+"""LogManager: every partition log across the log directories (Kafka's kafka.log.LogManager).
 
 Why: users manage topics, not single partitions. The manager locks each directory, loads every
 partition in parallel at start (recovering after a crash from the directory's checkpoints),
