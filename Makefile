@@ -57,7 +57,7 @@ test: lint check-java kafka-oracle
 	KAFKALOG_REQUIRE_FAST=1 $(PY) -m pytest
 	KAFKALOG_PURE_PYTHON=1 $(PY) -m pytest
 
-bench: $(DEV)
+bench: $(DEV) kafka-oracle
 	$(PY) -m bench
 
 clean:

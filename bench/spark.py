@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from bench import spark_kafka
 from bench.harness import Row, in_temp_dir
 from kafkalog import LogManager, MemoryRecords
 from kafkalog.spark.arrow_read import arrow_schema
@@ -106,7 +107,8 @@ def _run(root: Path) -> list[Row]:
     os.environ["PYTHONPATH"] = os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])
     _build(root)
     rows_total = 2 * PER_PARTITION
-    spark = kafkalog.spark.local_session("kafkalog-bench", **{"spark.driver.memory": "2g"})
+    conf = {"spark.driver.memory": "2g", "spark.jars.packages": spark_kafka.connector_package()}
+    spark = kafkalog.spark.local_session("kafkalog-bench", **conf)
     try:
         spark.dataSource.register(ArrowCeilingSource)
 
@@ -153,6 +155,8 @@ def _run(root: Path) -> list[Row]:
             w_pairs.append((WRITE_ROWS / a, WRITE_ROWS / b))
         write_ours = statistics.median(p[0] for p in w_pairs)
         write_parquet_rate = statistics.median(p[1] for p in w_pairs)
+        frame.unpersist()
+        against_kafka = spark_kafka.run(spark, root)
     finally:
         spark.stop()
     print(f"spark: read {read_ours:,.0f} rows/s, ceiling {read_ceiling:,.0f}", file=sys.stderr)
@@ -176,4 +180,5 @@ def _run(root: Path) -> list[Row]:
             "Spark parquet write of the same rows",
             write_parquet_rate,
         ),
+        *against_kafka,
     ]

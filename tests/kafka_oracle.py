@@ -159,18 +159,21 @@ class KafkaBroker:
         java(self.version, "kafka.tools.StorageTool", *args)
 
     def start(self, timeout: float = 120) -> KafkaBroker:
+        if self._proc is not None:  # `with broker.start():` would otherwise leak a broker
+            raise AssertionError(f"Kafka {self.version} under {self.root} is already running")
         if not self.config.exists():
             self.format()
         cp = classpath(self.version)
         cmd = ["java", *JVM_FLAGS, *BROKER_LOG, "-cp", cp, "kafka.Kafka", str(self.config)]
         out = self.output.open("ab")
+        seen = out.tell()  # a restart appends: only this run's lines count
         self._proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise AssertionError(f"Kafka {self.version} died at start:\n{self.tail()}")
-            if self._listening() and b"Kafka Server started" in self.output.read_bytes():
+            if self._listening() and b"Kafka Server started" in self.output.read_bytes()[seen:]:
                 return self
             time.sleep(0.2)
         self.kill()
@@ -222,3 +225,11 @@ class KafkaBroker:
 if __name__ == "__main__":  # `make kafka-oracle`: fetch every pinned version before the tests
     for v in KAFKA_VERSIONS:
         print(f"Apache Kafka {v}: {len(classpath(v).split(os.pathsep))} jars resolved")
+    import pyspark
+
+    from spark_connector import connector_version
+
+    print(
+        f"Spark's Kafka connector {connector_version()} for PySpark {pyspark.__version__}"
+        " (fetched by spark.jars.packages when a Spark session starts)"
+    )

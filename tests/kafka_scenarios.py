@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 )
 
 from kafka_oracle import JVM_FLAGS, TOOL_LOG, KafkaBroker, classpath
+from spark_connector import connector_reads
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 BASE_TS = 1_700_000_000_000
@@ -57,6 +58,8 @@ class BrokerWritten:
     describe_producers: dict[str, str] = field(default_factory=dict)
     console_lines: list[str] = field(default_factory=list)
     perf_records: int = 0
+    # Spark's own Kafka connector's answers to tests/spark_connector.py's queries, and its version
+    connector: dict[str, object] = field(default_factory=dict)
 
 
 def _collector(acked: list[Acked], headers: list):  # type: ignore[no-untyped-def]
@@ -159,6 +162,7 @@ def write_topics(version: str, root: Path) -> BrokerWritten:
         )  # fmt: skip
         _consume_group(bs, "codec-none")
         _answers(broker, admin, out)
+        out.connector = connector_reads(bs, root / "connector.pickle")
     return out
 
 
