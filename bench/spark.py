@@ -27,7 +27,7 @@ from bench import spark_kafka
 from bench.harness import Row, in_temp_dir
 from kafkalog import LogManager, MemoryRecords
 from kafkalog.spark.arrow_read import arrow_schema
-from kafkalog.spark.source import kafka_schema
+from kafkalog.spark.schema import kafka_schema
 
 PER_PARTITION = 1_000_000  # long enough that per-query planning (~0.2 s) does not dominate
 BATCH = 500

@@ -21,8 +21,8 @@ import kafkalog.spark
 from kafkalog import LogManager, ProducerFields, Record
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError
 from kafkalog.log.view import topic_views
+from kafkalog.spark.schema import kafka_schema
 from kafkalog.spark.sink import KafkaLogStreamWriter, staging_root
-from kafkalog.spark.source import kafka_schema
 
 NOW = 1_700_000_000_000
 pytestmark = pytest.mark.slow
@@ -308,3 +308,76 @@ def reader_stream(spark: Any, root: Path, **options: str) -> Any:
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
+
+
+# --- exactly-once marking: batch ids beyond Int32, sequences past Int32.MAX ------------------
+
+
+def _stage(tmp_path: Path, name: str, values: list[bytes]) -> Any:
+    from kafkalog import MemoryRecords
+    from kafkalog.spark.sink import StagedFile
+
+    path = tmp_path / name
+    path.write_bytes(
+        bytes(MemoryRecords.build([Record(v, None, timestamp=NOW) for v in values]).buffer)
+    )
+    return StagedFile("t", 0, str(path), len(values))
+
+
+def _committed_values(log: Any) -> list[bytes]:
+    from kafkalog import IsolationLevel, committed_records
+    from kafkalog.records.scanner import BatchScanner
+
+    out: list[bytes] = []
+    offset = 0
+    while offset < log.last_stable_offset:  # one read returns one segment's batches
+        info = log.read(offset, 1 << 20, isolation=IsolationLevel.READ_COMMITTED)
+        batches = list(BatchScanner(info.records.read()))
+        aborted = info.aborted_transactions or []
+        out += [bytes(r.value) for r in committed_records(batches, aborted)]
+        offset = batches[-1].last_offset + 1
+    return out
+
+
+@pytest.mark.parametrize("first_batch", [0, 2**31 - 2, 2**40])
+def test_stream_commits_mark_batch_ids_beyond_int32_and_skip_replays(
+    tmp_path: Path, first_batch: int
+) -> None:
+    from kafkalog import Log
+    from kafkalog.spark.sink import batch_producer, commit_transaction
+
+    log = Log.open(tmp_path / "t-0")
+    try:
+        base = 1_000
+        for i, batch_id in enumerate(range(first_batch, first_batch + 4)):
+            staged = [_stage(tmp_path, f"b{i}", [b"v%d" % i])]
+            assert commit_transaction(log, base, batch_id, staged)
+            assert not commit_transaction(log, base, batch_id, staged)  # replayed: skipped
+        assert _committed_values(log) == [b"v0", b"v1", b"v2", b"v3"]
+        pid, epoch = batch_producer(base, first_batch + 3)
+        position = log.producer_position(pid)
+        assert position is not None and position.coordinator_epoch == epoch
+        assert not position.in_transaction
+    finally:
+        log.close()
+
+
+def test_stream_commit_sequences_wrap_past_int32_max(tmp_path: Path) -> None:
+    """Kafka's sequences wrap from Int32.MAX to 0 (DefaultRecordBatch.incrementSequence); a
+    long-lived streaming query's producer reaches it."""
+    from kafkalog import Log
+    from kafkalog.spark.sink import batch_producer, commit_transaction
+
+    log = Log.open(tmp_path / "t-0")
+    try:
+        pid, _ = batch_producer(7, 5)
+        near_max = ProducerFields(pid, 0, 2**31 - 3, is_transactional=True)
+        log.append([Record(b"early", None, timestamp=NOW)], producer=near_max)
+        log.append_end_txn_marker(pid, 0, "commit", 4)
+        staged = [_stage(tmp_path, "a", [b"x", b"y", b"z", b"w"]), _stage(tmp_path, "b", [b"q"])]
+        assert commit_transaction(log, 7, 5, staged)
+        position = log.producer_position(pid)
+        assert position is not None and position.next_sequence == 3  # -2, -1(max), 0, 1, 2
+        assert _committed_values(log) == [b"early", b"x", b"y", b"z", b"w", b"q"]
+    finally:
+        log.close()

@@ -1,4 +1,5 @@
-"""Per-producer state and the rules one append must pass (spec §6.6).
+"""Per-producer state and the rules one append must pass (Kafka's ProducerStateManager,
+ProducerAppendInfo).
 
 Why: idempotence and transactions are decided per producer id: epochs fence zombies, sequences
 catch lost or reordered batches, the last five batches let a retry be answered with its original
@@ -23,7 +24,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.validator import AppendOrigin
 from kafkalog.records import AnyBatch
-from kafkalog.records.batch import decrement_sequence
+from kafkalog.records.batch import decrement_sequence, increment_sequence
 from kafkalog.records.control import EndTransactionMarker, decode_end_txn_marker
 from kafkalog.storage.producer_snapshot import SnapshotEntry
 from kafkalog.storage.segment import LogOffsetMetadata
@@ -54,6 +55,19 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerPosition:
+    """Where one producer stands in a partition, as its next batch must continue: its epoch, the
+    sequence its next batch must start at (wrapping after Int32.MAX, as Kafka's
+    DefaultRecordBatch.incrementSequence), whether a transaction is open, and the coordinator
+    epoch of its last COMMIT/ABORT marker (-1 if none)."""
+
+    producer_epoch: int
+    next_sequence: int
+    in_transaction: bool
+    coordinator_epoch: int
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     """What the log knows of one producer id. Mutated only under the log lock."""
@@ -80,16 +94,18 @@ class ProducerStateEntry:
         return NO_SEQUENCE if self.is_empty else self.batch_metadata[-1].last_seq
 
     @property
-    def first_data_offset(self) -> int:
-        return -1 if self.is_empty else self.batch_metadata[0].first_offset
-
-    @property
     def last_data_offset(self) -> int:
         return -1 if self.is_empty else self.batch_metadata[-1].last_offset
 
     @property
     def last_offset_delta(self) -> int:
         return 0 if self.is_empty else self.batch_metadata[-1].offset_delta
+
+    @property
+    def position(self) -> ProducerPosition:
+        following = 0 if self.is_empty else increment_sequence(self.last_seq, 1)
+        open_txn = self.current_txn_first_offset is not None
+        return ProducerPosition(self.producer_epoch, following, open_txn, self.coordinator_epoch)
 
     def copy_without_batches(self) -> ProducerStateEntry:
         return ProducerStateEntry(

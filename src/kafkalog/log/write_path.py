@@ -1,4 +1,4 @@
-"""The Log's write path: leader, follower and coordinator appends (spec §6.1).
+"""The Log's write path: leader, follower and coordinator appends (Kafka's UnifiedLog.append).
 
 Why: every append runs the same sequence under the log lock: size checks, maybe roll, producer
 state (duplicates, epochs, sequences, transactions), write, advance the log end, apply producer
@@ -31,7 +31,12 @@ from kafkalog.log.producer_batches import (
     build_batches,
     shallow_offset_of,
 )
-from kafkalog.log.producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo
+from kafkalog.log.producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerPosition,
+)
 from kafkalog.log.producer_state_manager import ProducerStateManager
 from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
 from kafkalog.log.validator import (
@@ -314,6 +319,14 @@ class WritePath:
                 analysis.source_compression,
                 analysis.last_leader_epoch,
             )
+
+    def producer_position(self, producer_id: int) -> ProducerPosition | None:
+        """Where ``producer_id`` stands in this partition (its epoch, next sequence, open
+        transaction, last marker's coordinator epoch); None if the log has no state for it."""
+        check_int("producer_id", producer_id, 0, INT64_MAX)
+        with self._lock:
+            entry = self.producer_state.last_entry(producer_id)
+            return None if entry is None else entry.position
 
     def append_end_txn_marker(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 
 def register(spark: Any) -> None:
     """Register the ``kafkalog`` format with a SparkSession (once per session)."""
-    from kafkalog.spark.source import KafkaLogDataSource
+    from kafkalog.spark.datasource import KafkaLogDataSource
 
     spark.dataSource.register(KafkaLogDataSource)
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log.view import PartitionView
-from kafkalog.records.columnar import HEADER_TYPE, RecordColumns
+from kafkalog.records.columnar import ARROW_HEADERS_TYPE, RecordColumns
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.spark.planning import OffsetRange, data_loss
@@ -38,7 +38,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", HEADER_TYPE))
+        fields.append(pa.field("headers", ARROW_HEADERS_TYPE))
     return pa.schema(fields)
 
 

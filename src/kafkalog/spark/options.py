@@ -120,14 +120,6 @@ class ReadOptions:
     include_headers: bool
     read_committed: bool
 
-    def matches(self, topic: str) -> bool:
-        if self.subscribe is not None:
-            return topic in self.subscribe
-        if self.subscribe_pattern is not None:
-            return re.fullmatch(self.subscribe_pattern, topic) is not None
-        assert self.assign is not None
-        return any(tp.topic == topic for tp in self.assign)
-
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): str(v) for k, v in options.items()}

@@ -1,12 +1,12 @@
 """The ``kafkalog`` sink: DataFrames into topics, batch and streaming.
 
-Why: the Kafka sink's columns (``value``; optional ``key``, ``headers``, ``topic``,
-``partition``, ``timestamp``) and placement (Kafka's murmur2 for a keyed row with a null
-partition) so records land where a Java producer would put them. Tasks build Kafka batches from
-Arrow and stage them as files; only the driver's commit appends, under the log directory's
-lock, so offsets stay contiguous and an aborted job leaves nothing behind. Streaming commits
-are exactly-once: each partition's micro-batch is one transaction whose COMMIT marker carries
-the batch id as its coordinator epoch, so a replayed batch id finds itself committed and is
+Why: the Kafka sink's columns (``value``; optional ``key``, ``headers``, ``topic``, ``partition``,
+``timestamp``) and placement (Kafka's murmur2 for a keyed row with a null partition) so records land
+where a Java producer would put them. Tasks build Kafka batches from Arrow and stage them as files;
+only the driver's commit appends, under the log directory's lock, so offsets stay contiguous and an
+aborted job leaves nothing behind. Streaming commits are exactly-once: each partition's micro-batch
+is one transaction whose COMMIT marker carries the batch id (in its coordinator epoch and, past
+Int32, its producer id; ``batch_producer``), so a replayed batch id finds itself committed and is
 skipped. Refuses: Overwrite (as the Kafka sink does) and rows with no topic.
 """
 
@@ -43,13 +43,13 @@ from kafkalog.errors import InvalidArgumentError, InvalidConfigError, UnknownTop
 from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import MemoryRecords, Record
-from kafkalog.records.batch import RECORDS_COUNT_OFFSET, set_producer
+from kafkalog.records.batch import RECORDS_COUNT_OFFSET, increment_sequence, set_producer
 from kafkalog.records.columnar_encode import encode_batches, partitions_for_keys, record_columns
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.scanner import iter_positions
 from kafkalog.spark.options import WriteOptions, parse_write_options
-from kafkalog.spark.source import HEADERS_TYPE
-from kafkalog.types import TopicPartition
+from kafkalog.spark.schema import SPARK_HEADERS_TYPE
+from kafkalog.types import INT32_MAX, INT64_MAX, TopicPartition, check_int
 
 STAGING_SUFFIX = ".kafkalog-staging"
 STALE_STAGING_MS = 24 * 3600 * 1000  # a job directory this old belongs to a driver that died
@@ -80,7 +80,7 @@ _COLUMN_TYPES: dict[str, tuple[Any, ...]] = {
     "value": (StringType(), BinaryType()),
     "topic": (StringType(),),
     "partition": (IntegerType(),),
-    "headers": (HEADERS_TYPE,),
+    "headers": (SPARK_HEADERS_TYPE,),
     "timestamp": (TimestampType(),),
 }
 
@@ -365,28 +365,36 @@ class KafkaLogStreamWriter(_Writer, DataSourceStreamWriter):
         self._cleanup()
 
 
+def batch_producer(producer_id: int, batch_id: int) -> tuple[int, int]:
+    """The producer id and coordinator epoch that mark micro-batch ``batch_id``. A marker's
+    coordinator epoch is an int32 and Spark's batch ids are longs, so each run of 2^31 batch ids
+    gets the next producer id: (``producer_id`` + batch_id // 2^31, batch_id % 2^31). Within
+    one producer id the epochs only grow, as Kafka's marker fencing requires."""
+    check_int("batchId", batch_id, 0, INT64_MAX)
+    return producer_id + (batch_id >> 31), batch_id & INT32_MAX
+
+
 def commit_transaction(log: Any, producer_id: int, batch_id: int, files: list[StagedFile]) -> bool:
     """Append ``files`` as one transaction marked with ``batch_id``; False if that batch id
     was already committed here (a replay). A transaction left open by a crash is aborted."""
-    entry = log.producer_state.last_entry(producer_id)
+    producer_id, marker_epoch = batch_producer(producer_id, batch_id)
+    position = log.producer_position(producer_id)
     epoch = 0
     sequence = 0
-    if entry is not None:
-        if entry.current_txn_first_offset is None and entry.coordinator_epoch >= batch_id:
+    if position is not None:
+        if not position.in_transaction and position.coordinator_epoch >= marker_epoch:
             return False
-        if entry.current_txn_first_offset is not None:
-            log.append_end_txn_marker(producer_id, epoch, "abort", batch_id)
-        if entry.batch_metadata:
-            sequence = entry.batch_metadata[-1].last_seq + 1
+        if position.in_transaction:
+            log.append_end_txn_marker(producer_id, epoch, "abort", marker_epoch)
+        sequence = position.next_sequence
     for staged in files:
         data = bytearray(Path(staged.path).read_bytes())
         # the staged batches are our own, so a header walk suffices; the append re-checks CRCs
-        for position, _, _ in list(iter_positions(data)):
-            count = int.from_bytes(
-                data[position + RECORDS_COUNT_OFFSET : position + RECORDS_COUNT_OFFSET + 4], "big"
-            )
-            set_producer(data, position, producer_id, epoch, sequence, True)
-            sequence += count
+        for position_in_file, _, _ in list(iter_positions(data)):
+            at = position_in_file + RECORDS_COUNT_OFFSET
+            count = int.from_bytes(data[at : at + 4], "big")
+            set_producer(data, position_in_file, producer_id, epoch, sequence, True)
+            sequence = increment_sequence(sequence, count)
         append_staged(log, memoryview(data))
-    log.append_end_txn_marker(producer_id, epoch, "commit", batch_id)
+    log.append_end_txn_marker(producer_id, epoch, "commit", marker_epoch)
     return True

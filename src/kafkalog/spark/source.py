@@ -1,4 +1,4 @@
-"""The ``kafkalog`` PySpark data source: batch and streaming reads of Kafka-format log dirs.
+"""The ``kafkalog`` source's readers: batch and streaming reads of Kafka-format log dirs.
 
 Why: Spark's Kafka source needs a broker; this one reads the files, with the Kafka source's
 schema, options and offset JSON, so a job moves between ``format("kafka")`` and
@@ -16,35 +16,27 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.spark.arrow_read import arrow_schema, read_range
-from kafkalog.spark.options import ReadOptions, parse_read_options
+from kafkalog.spark.options import ReadOptions
 from kafkalog.spark.planning import (
     OffsetRange,
     check_start,
     data_loss,
     make_range,
+    plan_batch,
     resolve,
     selected_partitions,
     split_ranges,
     upper_bound,
 )
+from kafkalog.spark.schema import kafka_schema
 from kafkalog.types import TopicPartition
 
 try:  # Spark 4.2+: admission control and a real availableNow
@@ -60,29 +52,7 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1
         pass
 
 
-HEADERS_TYPE = ArrayType(
-    StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]),
-    containsNull=True,
-)
-_KAFKA_FIELDS = [
-    ("key", BinaryType()),
-    ("value", BinaryType()),
-    ("topic", StringType()),
-    ("partition", IntegerType()),
-    ("offset", LongType()),
-    ("timestamp", TimestampType()),
-    ("timestampType", IntegerType()),
-]
-
 Offsets = dict[str, dict[str, int]]
-
-
-def kafka_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka source schema (built without a session: workers have none)."""
-    fields = [StructField(name, dtype, True) for name, dtype in _KAFKA_FIELDS]
-    if include_headers:
-        fields.append(StructField("headers", HEADERS_TYPE, True))
-    return StructType(fields)
 
 
 def to_json_offsets(offsets: dict[TopicPartition, int]) -> Offsets:
@@ -108,7 +78,7 @@ class RangePartition(InputPartition):
         self.range = offset_range
 
 
-def _check_schema(schema: StructType | None, include_headers: bool) -> None:
+def check_schema(schema: StructType | None, include_headers: bool) -> None:
     if schema is not None and schema != kafka_schema(include_headers):
         raise InvalidConfigError(
             "schema", "the kafkalog source has a fixed schema (Kafka's); do not set one"
@@ -120,8 +90,6 @@ class KafkaLogBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[RangePartition]:
-        from kafkalog.spark.planning import plan_batch
-
         return [RangePartition(r) for r in plan_batch(self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -231,38 +199,3 @@ def rate_limit(
             share = max(1, share)
         out[tp] = min(o, first + share)
     return out
-
-
-class KafkaLogDataSource(DataSource):
-    """``spark.read.format("kafkalog").option("path", LOG_DIRS).option("subscribe", T)``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kafkalog"
-
-    def _include_headers(self) -> bool:
-        value = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
-        return str(value).lower() == "true"
-
-    def schema(self) -> StructType:
-        return kafka_schema(self._include_headers())
-
-    def reader(self, schema: StructType) -> KafkaLogBatchReader:
-        opts = parse_read_options(self.options, streaming=False)
-        _check_schema(schema, opts.include_headers)
-        return KafkaLogBatchReader(opts)
-
-    def streamReader(self, schema: StructType) -> KafkaLogStreamReader:
-        opts = parse_read_options(self.options, streaming=True)
-        _check_schema(schema, opts.include_headers)
-        return KafkaLogStreamReader(opts)
-
-    def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from kafkalog.spark.sink import KafkaLogBatchWriter
-
-        return KafkaLogBatchWriter(dict(self.options), schema, overwrite)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from kafkalog.spark.sink import KafkaLogStreamWriter
-
-        return KafkaLogStreamWriter(dict(self.options), schema, overwrite)
