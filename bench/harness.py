@@ -1,7 +1,7 @@
 """Timing and reporting shared by every benchmark suite.
 
-Every figure is a median over rounds, after warm-up (this VM's first touch of memory is slow;
-spec/machine-limits.md). Ratios compare two figures measured in the same process, minutes apart.
+Every figure is a median over rounds, after warm-up (this VM's first touch of memory is slow).
+Ratios compare two figures measured in the same process, minutes apart.
 """
 
 from __future__ import annotations

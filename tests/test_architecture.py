@@ -1,4 +1,4 @@
-"""The shape DESIGN.md asks for, checked: layers, sans-IO records, module size, module headers."""
+"""The shape of the tree, checked: layers, sans-IO records, module size, module headers."""
 
 from __future__ import annotations
 
@@ -42,3 +42,25 @@ def test_no_time_or_os_calls_in_records() -> None:
                 )
                 for name in names:
                     assert name not in {"os", "time", "mmap", "io", "logging"}, (path, name)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted([*SRC.rglob("*.c"), *SRC.rglob("*.h")]),
+    ids=lambda p: str(p.relative_to(SRC)),
+)
+def test_c_module_budget(path: Path) -> None:
+    assert len(path.read_text().splitlines()) <= 600, f"{path.name} is over 600 lines"
+
+
+def test_import_kafkalog_loads_no_heavy_dependency() -> None:
+    """The storage engine must start without Arrow, Spark or the CLI's libraries; they load
+    where they are used (to_arrow/from_arrow, kafkalog.spark, the command)."""
+    code = (
+        "import sys, kafkalog\n"
+        "print(','.join(m for m in ('pyarrow', 'pyspark', 'click', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert out == "", f"`import kafkalog` loaded {out}"

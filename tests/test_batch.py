@@ -1,4 +1,4 @@
-"""v2 batch behaviours from spec §1.3 and conformance checklist §15 A (items 1-12)."""
+"""v2 batch behaviours, as Kafka's DefaultRecordBatch and DefaultRecordBatchTest have them."""
 
 from __future__ import annotations
 

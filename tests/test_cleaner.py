@@ -1,4 +1,4 @@
-"""Compaction (spec §12; checklist items 16-21 and 101-113): the filter primitive, the offset
+"""Compaction (Kafka's LogCleaner; cases from LogCleanerTest): the filter primitive, the offset
 map, the pure selection rules, and cleaning rounds on real logs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kafka's compression framings (spec §1.6)."""
+"""Kafka's compression framings (Kafka's org.apache.kafka.common.compress)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Golden output of ``kafkalog dump-log``: the spec's vectors, real broker bytes, compressed,
 transactional and control batches, and the index, time index, txn index and snapshot of one
 partition. The inputs are frozen as hex (so codec library versions cannot move them) and the
-expected stdout/stderr were checked line by line against spec §14's formats.
+expected stdout/stderr were checked line by line against Kafka's DumpLogSegments output formats.
 
 Regenerate after a deliberate format change with ``KAFKALOG_REGEN_GOLDEN=1 pytest
 tests/test_dump_golden.py`` and review the diff.

@@ -1,4 +1,5 @@
-"""Legacy v0/v1 messages: wrappers, inner offsets and timestamps (spec §1.2, §15 items 13-15)."""
+"""Legacy v0/v1 messages: wrappers, inner offsets and timestamps (Kafka's LegacyRecord,
+AbstractLegacyRecordBatch)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The partition Log: checklist §15 H (items 63-76) and the issue's API."""
+"""The partition Log: cases from Kafka's UnifiedLogTest and LocalLogTest."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loading and crash recovery on real files: checklist §15 I and the issue's corruption list.
+"""Loading and crash recovery on real files: cases from Kafka's LogLoaderTest, and damaged files.
 
 A "crash" is ``close_without_flush`` (no flush, no trim, no clean-shutdown marker) followed by
 damage to the files and a reopen. After every kind of damage, the reopened log must hold every
@@ -282,7 +282,7 @@ def test_a_broker_directory_opens_from_its_parent_checkpoints(tmp_path: Path) ->
     check_log(again, values)
 
 
-# --- spec §9.2: a legacy segment whose offsets overflow its base is split -----------------------
+# --- KAFKA-6264: a legacy segment whose offsets overflow its base is split -----------------------
 
 
 def test_an_overflowed_legacy_segment_is_split_on_recovery(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""LogManager: directories, topics, parallel load, checkpoints, background tasks (spec §13)."""
+"""LogManager: directories, topics, parallel load, checkpoints, background tasks (Kafka's
+LogManager)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every single-byte change a batch's CRC covers is detected (spec §15 item 1).
+"""Every single-byte change a batch's CRC covers is detected (Kafka's DefaultRecordBatch.isValid).
 
 Bytes 0-7 (base offset) and 12-15 (partition leader epoch) lie outside the v2 CRC, as in Kafka,
 so the broker can rewrite them in place: changes there must NOT invalidate the batch. A change to

@@ -1,5 +1,5 @@
-"""Producer state: entries, sequence and epoch rules, transactions, snapshots (spec §6.6-§6.7,
-checklist K items 114-123)."""
+"""Producer state: entries, sequence and epoch rules, transactions, snapshots (Kafka's
+ProducerStateManager and ProducerStateManagerTest)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Retention: the pure rule row by row, then on a real Log (spec §10, checklist items 70-72)."""
+"""Retention: the pure rule row by row, then on a real Log (Kafka's
+UnifiedLog.deleteOldSegments)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one scanner: valid prefix and stop reason, never an exception mid-stream (§1.1, §15 C/B)."""
+"""The one scanner: valid prefix and stop reason, never an exception mid-stream."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""File names, checkpoints and atomic writes (spec §2, §8.2-§8.3)."""
+"""File names, checkpoints and atomic writes (Kafka's LogFileUtils, CheckpointFile)."""
 
 from __future__ import annotations
 

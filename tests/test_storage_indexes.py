@@ -1,4 +1,5 @@
-"""Offset, time and transaction indexes: spec §3 and checklist §15 D-F (items 30-48)."""
+"""Offset, time and transaction indexes: Kafka's OffsetIndex, TimeIndex, TransactionIndex and their
+tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FileRecords and LogSegment: checklist §15 C and G (items 23-29, 49-62)."""
+"""FileRecords and LogSegment: cases from Kafka's FileRecordsTest and LogSegmentTest."""
 
 from __future__ import annotations
 

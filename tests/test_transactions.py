@@ -1,6 +1,6 @@
 """Idempotent and transactional appends on a real Log: duplicates, fencing, markers, the
 transaction index, the last stable offset, READ_COMMITTED reads, and all of it after a reopen
-or a crash (checklist H 76-80, G 59, I 95-96 and 99)."""
+or a crash."""
 
 from __future__ import annotations
 

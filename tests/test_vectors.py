@@ -1,4 +1,4 @@
-"""Spec §1.7 test vectors: byte-exact on encode and decode."""
+"""Fixed byte vectors of every record format: byte-exact on encode and decode."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ VECTOR_B = h(
 )
 VECTOR_C = h("00000000000000050000001839268c3301000000018bcfe56800000000016b0000000176")
 VECTOR_D = h("00000000000000070000001387a77ab20000ffffffff0000000568656c6c6f")
-# As printed in spec §1.7, vector E is 77 bytes, though the spec says 78: the "00" that ends
+# As first written down, the marker vector was 77 bytes where a marker batch has 78: the "00" ending
 # maxTimestamp (the byte vector A carries at the start of its second piece) is missing. The
 # printed CRC fbd2ae74 covers that byte and matches this 78-byte form, which settles the intent.
 VECTOR_E = h(

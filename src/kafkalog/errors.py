@@ -143,7 +143,7 @@ class InvalidArgumentError(KafkaLogError, ValueError):
     """An argument of the wrong type or out of range (a negative size, a str where bytes go)."""
 
 
-# --- producer state: idempotence and transactions (spec §6.6) -----------------------------------
+# --- producer state: idempotence and transactions (Kafka's ProducerAppendInfo) ---------------
 
 
 class ProducerStateError(KafkaLogError, ValueError):

@@ -1,7 +1,7 @@
 """The glossary: offset and timestamp types, enums and identifiers shared by every layer.
 
-Why: offsets, byte positions and timestamps are all Python ints; NewTypes keep them apart in
-signatures, and the enums carry Kafka's wire ids so no layer re-declares them. Refuses: any logic
+Why: the sentinels and integer bounds of Kafka's formats, and enums that carry Kafka's wire ids,
+declared once so no layer re-declares them. Refuses: any logic
 beyond naming and parsing these values.
 """
 
@@ -11,20 +11,13 @@ import base64
 import binascii
 import enum
 import re
-from typing import NamedTuple, NewType
+from typing import NamedTuple
 
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidTopicError,
     UnsupportedCompressionTypeError,
 )
-
-Offset = NewType("Offset", int)
-"""A record offset within a partition."""
-Position = NewType("Position", int)
-"""A byte offset within a file."""
-TimestampMs = NewType("TimestampMs", int)
-"""Milliseconds since the epoch; -1 means "no timestamp"."""
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -34,6 +27,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 INT16_MAX = 2**15 - 1
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 
 
 def check_int(name: str, value: object, low: int, high: int) -> int:

@@ -1,5 +1,5 @@
-"""Log compaction (spec §12): the offset map, the cleaning rules, one round's recopy and swap,
-and the manager and threads that choose which log to clean.
+"""Log compaction (Kafka's LogCleaner): the offset map, the cleaning rules, one round's recopy and
+swap, and the manager and threads that choose which log to clean.
 
 Why a package: compaction is the one part of Kafka's storage that rewrites data already written;
 its pieces are kept small and separately testable. Refuses: anything but compacted logs.

@@ -1,4 +1,5 @@
-"""One cleaning round of one log (spec §12.4-§12.5): map the dirty keys, recopy, swap.
+"""One cleaning round of one log (Kafka's Cleaner.buildOffsetMap and Cleaner.cleanSegments): map the
+dirty keys, recopy, swap.
 
 Why: this is where compaction touches data. It reads only inactive segments below the round's
 upper bound, without the log lock, from each segment's mapping: runs of plain batches in the
@@ -26,7 +27,6 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.log.log import Log
 from kafkalog.log.swap import LastRecord
 from kafkalog.records.batch import RecordBatch
-from kafkalog.records.columnar import batch_keys
 from kafkalog.records.fastcompact import FilteredRegion, map_batch, map_region
 from kafkalog.records.filter import FilterResult, RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
@@ -222,7 +222,7 @@ class Cleaner:
                 if full:
                     return True
             else:
-                for key, offset in batch_keys(batch):
+                for key, offset in ((r.key, r.offset) for r in batch.records()):
                     if key is not None and offset >= start:
                         if offset_map.size >= capacity:
                             return True
@@ -235,7 +235,8 @@ class Cleaner:
     def _check_scan(
         self, scanner: BatchScanner, seg: LogSegment, position: int, max_message: int
     ) -> None:
-        """Grow the read buffer when not even one batch fit it (spec §15 item 110)."""
+        """Grow the read buffer when not even one batch fit it (Kafka's
+        Cleaner.growBuffersOrFail)."""
         if scanner.stop is not None and scanner.stop.is_corruption:
             assert scanner.error is not None
             raise CorruptRecordError(

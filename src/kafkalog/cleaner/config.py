@@ -1,4 +1,4 @@
-"""CleanerConfig: the broker's ``log.cleaner.*`` keys (spec §12.2, §12.4, §16.2), Kafka's defaults.
+"""CleanerConfig: the broker's ``log.cleaner.*`` keys (Kafka's CleanerConfig), Kafka's defaults.
 
 Why: the cleaner's memory, buffers, threads, throttle and back-off are broker settings; parsing
 them once, under Kafka's names, keeps every limit checkable and every error naming its key.

@@ -1,4 +1,5 @@
-"""Cleaning state, the cleaner checkpoint and the cleaner threads (spec §12.2-§12.3).
+"""Cleaning state, the cleaner checkpoint and the cleaner threads (Kafka's LogCleanerManager,
+LogCleaner.CleanerThread).
 
 Why: many partitions share a few cleaner threads. Someone must pick the filthiest log, remember
 per log dir how far each partition is cleaned (``cleaner-offset-checkpoint``), keep a partition
@@ -291,7 +292,7 @@ class LogCleaner:
         return result
 
     def delete_old_segments(self) -> int:
-        """Retention for compacted logs, which the cleaner owns (spec §12.2)."""
+        """Retention for compacted logs, which the cleaner owns (Kafka's LogCleanerManager)."""
         deleted = 0
         for tp, log in self.manager.deletable_logs():
             try:

@@ -1,4 +1,5 @@
-"""The cleaner's offset map: MD5(key) -> latest offset, with Kafka's capacity (spec §12.4).
+"""The cleaner's offset map: MD5(key) -> latest offset, with Kafka's capacity (Kafka's
+SkimpyOffsetMap).
 
 Why: a cleaning round must know, for every key in the dirty section, its latest offset, in
 bounded memory. Kafka's SkimpyOffsetMap packs 24-byte slots (16-byte MD5 + int64 offset) into

@@ -1,4 +1,5 @@
-"""The cleaner's per-batch and per-record rules (spec §12.6): what stays, what goes.
+"""The cleaner's per-batch and per-record rules (Kafka's Cleaner.cleanInto and shouldRetainRecord):
+what stays, what goes.
 
 Why: these rules decide which data a compacted topic keeps forever and which it loses, so they
 live apart from the I/O that applies them: aborted transactional data goes at once, commit and

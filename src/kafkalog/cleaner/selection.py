@@ -1,8 +1,9 @@
-"""Which part of a log may be cleaned, how dirty it is, and how segments group (spec §12.3, §12.5).
+"""Which part of a log may be cleaned, how dirty it is, and how segments group (Kafka's
+LogCleanerManager, Cleaner.groupSegmentsBySize).
 
 Why: these rules decide what data the cleaner may touch — never anything at or above the LSO,
 the active segment or the min-compaction-lag boundary — and which log goes first. As pure
-functions of segment facts, offsets, config and ``now`` each rule is one test (DESIGN.md habit 5).
+functions of segment facts, offsets, config and ``now`` each rule is one test.
 Refuses: reading files, taking locks, or deciding anything about records.
 """
 
@@ -88,8 +89,9 @@ def cleanable_offsets(
     settings: CompactionSettings,
     now: int,
 ) -> OffsetsToClean:
-    """The dirty section [first dirty, first uncleanable) of a log (spec §12.3 steps 1-2).
-    ``segments`` is in base-offset order; the last one is the active segment."""
+    """The dirty section [first dirty, first uncleanable) of a log (Kafka's
+    LogCleanerManager.cleanableOffsets). ``segments`` is in base-offset order; the last one is the
+    active segment."""
     dirty = log_start_offset if checkpoint_dirty_offset is None else checkpoint_dirty_offset
     force = False
     if dirty < log_start_offset or dirty > log_end_offset:
@@ -123,7 +125,8 @@ def log_to_clean(
     *,
     need_compaction_now: bool,
 ) -> LogToClean:
-    """Byte counts and the rounded-down uncleanable offset (spec §12.3 steps 3-4)."""
+    """Byte counts and the rounded-down uncleanable offset (Kafka's
+    LogCleanerManager.calculateCleanableBytes)."""
     dirty, uncleanable = offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset
     inactive = _non_active_from(segments, uncleanable)
     first_uncleanable = inactive[0].base_offset if inactive else segments[-1].base_offset
@@ -141,8 +144,8 @@ def group_segments_by_size(
     first_uncleanable_offset: int,
 ) -> list[list[CleanerSegment]]:
     """Runs of consecutive segments that fit one cleaned segment: log bytes within
-    ``segment.bytes``, each index within ``segment.index.bytes``, and offsets within Int32 of
-    the group's base (an empty next segment skips that check) (spec §12.5)."""
+    ``segment.bytes``, each index within ``segment.index.bytes``, and offsets within Int32 of the
+    group's base (an empty next segment skips that check) (Kafka's Cleaner.groupSegmentsBySize)."""
     groups: list[list[CleanerSegment]] = []
     i = 0
     while i < len(segments):

@@ -1,1 +1,2 @@
-"""kafkalog.log: one partition (spec §4-§11): config, the Log, loader, validator, policies."""
+"""kafkalog.log: one partition (Kafka's UnifiedLog, LocalLog, LogSegment): config, the Log, loader,
+validator, policies."""

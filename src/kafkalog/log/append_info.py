@@ -1,4 +1,4 @@
-"""What an append reports (spec §6.5)."""
+"""What an append reports (Kafka's LogAppendInfo)."""
 
 from __future__ import annotations
 

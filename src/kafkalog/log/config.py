@@ -1,6 +1,6 @@
-"""LogConfig: every topic-level key of spec §16.1 with Kafka's names, defaults and bounds.
+"""LogConfig: every topic-level key of Kafka's TopicConfig, with its names, defaults and bounds.
 
-Why: one parameter object per partition, parsed in one place (DESIGN.md habit 10), so a bad value
+Why: one parameter object per partition, parsed in one place (Kafka's LogConfig), so a bad value
 fails at the door with an error naming the key instead of deep inside an append. Refuses:
 unknown keys (Kafka rejects them too) and silent coercion of malformed values.
 """
@@ -134,7 +134,6 @@ _KEYS: tuple[tuple[str, str, Validator], ...] = (
     ("follower.replication.throttled.replicas", "follower_replication_throttled_replicas", _string),
 )
 KEY_TO_ATTR = {key: attr for key, attr, _ in _KEYS}
-TOPIC_CONFIG_KEYS = tuple(KEY_TO_ATTR)
 
 
 def read_properties(path: Path) -> dict[str, str]:

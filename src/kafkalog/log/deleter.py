@@ -1,4 +1,5 @@
-"""Asynchronous segment deletion (spec §10.2): rename to ``.deleted`` now, remove later.
+"""Asynchronous segment deletion (Kafka's UnifiedLog.deleteOldSegments,
+LocalLog.deleteSegmentFiles): rename to ``.deleted`` now, remove later.
 
 Why: a reader that already holds a segment's file descriptors must be able to finish its read
 after truncation or retention drops the segment; Kafka waits ``file.delete.delay.ms`` before

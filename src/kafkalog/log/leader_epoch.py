@@ -1,4 +1,4 @@
-"""The leader epoch cache, ``leader-epoch-checkpoint`` (spec §6.8).
+"""The leader epoch cache, ``leader-epoch-checkpoint`` (Kafka's LeaderEpochFileCache).
 
 Why: maps each partition leader epoch to the first offset written in it, so a follower can find
 where its log diverges; recovery re-derives it from batch headers. Refuses: any other state.

@@ -1,4 +1,5 @@
-"""Loading a partition directory and recovering it after a crash (spec §9), as named phases.
+"""Loading a partition directory and recovering it after a crash (Kafka's LogLoader), as named
+phases.
 
 Why: the loader decides what survives a crash: it finishes or rolls back interrupted swaps,
 deletes leftovers, rebuilds missing indexes, and after an unclean shutdown validates every
@@ -90,7 +91,7 @@ class _Loader:
         self, seg: LogSegment, state: ProducerStateManager
     ) -> Callable[[AnyBatch], None]:
         """Per recovered batch: leader epochs, producer state, and the segment's ABORT entries
-        (spec §4 recover, checklist items 59-60)."""
+        (Kafka's LogSegment.recover; LogSegmentTest's recovery cases)."""
         epochs = self.epochs
 
         def on_batch(batch: AnyBatch) -> None:
@@ -208,8 +209,9 @@ class _Loader:
                 self.result.segments.add(seg)
 
     def recover_segment(self, seg: LogSegment) -> int:
-        """Recover ``seg`` (already in the segment map); a segment whose offsets overflow its
-        base is split first (spec §9.2) and its parts recovered in its place."""
+        """Recover ``seg`` (already in the segment map); a segment whose offsets overflow its base
+        is split first (Kafka's LocalLog.splitOverflowedSegment, KAFKA-6264) and its parts recovered
+        in its place."""
         self.last_recovered = seg
         try:
             return self._recover_one(seg)
@@ -305,7 +307,7 @@ def load(
     rng: random.Random,
     producer_state_config: ProducerStateConfig | None = None,
 ) -> LoadResult:
-    """Run the loader's phases over ``directory`` (spec §9)."""
+    """Run the loader's phases over ``directory`` (Kafka's LogLoader)."""
     state = ProducerStateManager(directory, producer_state_config)
     result = LoadResult(LogSegments(), state, log_start_offset, recovery_point, log_start_offset)
     loader = _Loader(directory, config, clock, epochs, rng, result, log_start_offset)

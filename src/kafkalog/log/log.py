@@ -1,4 +1,5 @@
-"""The partition Log: offsets, roll, flush, truncation and lifecycle (spec §5-§8, §10.3, §11).
+"""The partition Log: offsets, roll, flush, truncation and lifecycle (Kafka's UnifiedLog and
+LocalLog).
 
 Why: the object users hold. It owns the segment list and the offsets (log start, log end, high
 watermark, last stable offset, recovery point), serialises writers on one lock, and lets readers
@@ -174,10 +175,6 @@ class Log(ReadPath, WritePath, SegmentReplacement):
     @property
     def log_end_offset(self) -> int:
         return self._leo.message_offset
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._leo
 
     @property
     def high_watermark(self) -> int:
@@ -440,10 +437,11 @@ class Log(ReadPath, WritePath, SegmentReplacement):
     # --- retention -----------------------------------------------------------------------------
 
     def delete_old_segments(self) -> int:
-        """Apply retention (spec §10.1): segments wholly below the log start offset always go;
-        with ``cleanup.policy`` delete, so do those breaching ``retention.bytes`` and then
-        ``retention.ms``. Files are renamed ``.deleted`` and removed after
-        ``file.delete.delay.ms``, so reads in progress finish. Returns how many segments went."""
+        """Apply retention (Kafka's UnifiedLog.deleteOldSegments): segments wholly below the log
+        start offset always go; with ``cleanup.policy`` delete, so do those breaching
+        ``retention.bytes`` and then ``retention.ms``. Files are renamed ``.deleted`` and removed
+        after ``file.delete.delay.ms``, so reads in progress finish. Returns how many segments
+        went."""
         deleted = self._delete_breached(RetentionReason.LOG_START_OFFSET_BREACH)
         if self.config.delete:
             deleted += self._delete_breached(RetentionReason.RETENTION_SIZE_BREACH)

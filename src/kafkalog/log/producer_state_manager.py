@@ -1,5 +1,6 @@
-"""The partition's producer state: every producer's entry, the open transactions, the first
-unstable offset, expiration and the snapshot files (spec §6.6, §6.7, §9.3).
+"""The partition's producer state: every producer's entry, the open transactions, the first unstable
+offset, expiration and the snapshot files (Kafka's ProducerStateManager,
+UnifiedLog.rebuildProducerState).
 
 Why: the Log asks one object which producers exist, whether a batch is a retry, where the first
 undecided transaction starts (the last stable offset), and what an ABORT's transaction-index
@@ -39,7 +40,8 @@ logger = logging.getLogger("kafkalog.log.producer_state")
 
 @dataclass(frozen=True)
 class ProducerStateConfig:
-    """The broker keys that govern producer state (spec §16.2)."""
+    """The broker keys that govern producer state (Kafka's ServerLogConfigs,
+    TransactionLogConfig)."""
 
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
@@ -105,7 +107,8 @@ class ProducerStateManager:
 
     def apply_batches(self, batches: Iterable[AnyBatch]) -> list[CompletedTxn]:
         """Replay batches with replication semantics (no sequence checks) and complete their
-        transactions in memory; returns them (the loader's replay, spec §9.3)."""
+        transactions in memory; returns them (the loader's replay, Kafka's
+        UnifiedLog.rebuildProducerState)."""
         infos: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         for batch in batches:
@@ -243,7 +246,7 @@ class ProducerStateManager:
 
     def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
         """Keep the snapshots at segment bases and the newest stray one (a clean shutdown's
-        snapshot at the log end) if it is above every base; delete the rest (spec §9)."""
+        snapshot at the log end) if it is above every base; delete the rest (Kafka's LogLoader)."""
         bases = set(segment_base_offsets)
         self._snapshots = snap.list_snapshots(self.directory)
         strays = sorted(o for o in self._snapshots if o not in bases)
@@ -309,8 +312,9 @@ def rebuild_producer_state(
     now: int,
     reload_from_clean_shutdown: bool,
 ) -> None:
-    """Bring ``state`` to ``last_offset``: from the newest usable snapshot, replaying the
-    batches after it, snapshotting at the last two segment bases and at the end (spec §9.3)."""
+    """Bring ``state`` to ``last_offset``: from the newest usable snapshot, replaying the batches
+    after it, snapshotting at the last two segment bases and at the end (Kafka's
+    UnifiedLog.rebuildProducerState)."""
     bases = segments.base_offsets
     to_snapshot = {last_offset, *bases[-2:]}
     if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:

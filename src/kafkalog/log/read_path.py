@@ -1,5 +1,5 @@
 """The Log's read path: reads bounded by the high watermark, offset metadata, and the
-timestamp and ListOffsets lookups (spec §7).
+timestamp and ListOffsets lookups (Kafka's UnifiedLog.read, fetchOffsetByTimestamp).
 
 Why: reads never take the log lock; they work from the segment list's snapshot and the offset
 metadata the writer publishes, so this half of the Log stands apart from the write path.
@@ -163,7 +163,8 @@ class ReadPath:
     def _aborted_transactions(
         self, start_offset: int, seg: LogSegment, info: FetchDataInfo
     ) -> list[AbortedTransaction]:
-        """The aborted transactions overlapping [start, upper bound of the fetch) (spec §7.2)."""
+        """The aborted transactions overlapping [start, upper bound of the fetch) (Kafka's
+        LocalLog.collectAbortedTransactions)."""
         position = info.fetch_offset_metadata.relative_position_in_segment
         upper = seg.offset_index.fetch_upper_bound_offset(position, info.size)
         if upper is None:
@@ -226,7 +227,8 @@ class ReadPath:
         return out
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """The first record with timestamp >= ``timestamp`` (spec §7.4), or None."""
+        """The first record with timestamp >= ``timestamp`` (Kafka's
+        UnifiedLog.fetchOffsetByTimestamp), or None."""
         check_int("timestamp", timestamp, -3, INT64_MAX)
         return self._retrying(lambda: self._offset_for_timestamp(timestamp))
 

@@ -1,4 +1,5 @@
-"""Retention as pure functions: which leading segments may go, and why (spec §10.2).
+"""Retention as pure functions: which leading segments may go, and why (Kafka's
+UnifiedLog.deleteOldSegments, LocalLog.deleteSegmentFiles).
 
 Why: the rule has three breaches (log start offset, size, time) and guards that are easy to get
 wrong (never at or above the high watermark, never an empty active segment, stop at the first

@@ -1,7 +1,8 @@
-"""When to roll the active segment (spec §5): a pure function of segment facts and the append.
+"""When to roll the active segment (Kafka's LogSegment.shouldRoll, UnifiedLog.maybeRoll): a pure
+function of segment facts and the append.
 
 Why: the rule has five clauses and one subtle exception (empty segments never roll for time);
-as a pure function each clause gets its own test row (DESIGN.md habit 5). Refuses: I/O.
+as a pure function each clause gets its own test row. Refuses: I/O.
 """
 
 from __future__ import annotations
@@ -59,5 +60,6 @@ def should_roll(segment: SegmentFacts, params: RollParams) -> RollReason | None:
 
 
 def new_segment_base(roll_offset: int | None, log_end_offset: int) -> int:
-    """A new segment starts at max(first offset of the append, LEO) (spec §5)."""
+    """A new segment starts at max(first offset of the append, LEO) (Kafka's LogSegment.shouldRoll,
+    UnifiedLog.maybeRoll)."""
     return log_end_offset if roll_offset is None else max(roll_offset, log_end_offset)

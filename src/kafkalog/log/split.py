@@ -1,4 +1,5 @@
-"""Splitting a segment whose offsets overflow its base (spec §9.2).
+"""Splitting a segment whose offsets overflow its base (Kafka's LocalLog.splitOverflowedSegment,
+KAFKA-6264).
 
 Why: brokers before Kafka 0.11 could write a legacy segment holding offsets more than Int32.MAX
 above its base, which no index can address. Recovery meets them when it rebuilds the indexes;

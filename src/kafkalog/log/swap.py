@@ -1,5 +1,6 @@
-"""What the cleaner may ask of a Log: its aborted transactions, its producers' last batches, a
-fresh ``.cleaned`` segment, and the crash-safe swap of cleaned segments for old ones (spec §12.7).
+"""What the cleaner may ask of a Log: its aborted transactions, its producers' last batches, a fresh
+``.cleaned`` segment, and the crash-safe swap of cleaned segments for old ones (Kafka's
+LocalLog.replaceSegments).
 
 Why: the cleaner works outside the log lock on immutable inactive segments and only needs the
 lock for the swap; keeping that contract in one mixin keeps ``log.py`` small and makes plain
@@ -100,9 +101,9 @@ class SegmentReplacement:
         self, new_segments: list[LogSegment], old_segments: list[LogSegment], generation: int
     ) -> None:
         """Swap cleaned segments in for ``old_segments`` so a crash at any point reloads to either
-        the old or the new data (spec §12.7): ``.cleaned`` -> ``.swap`` (descending), retire the
-        old segments to ``.deleted``, ``.swap`` -> live (ascending), fsync the directory.
-        ``generation`` is ``segments_generation`` as the round began."""
+        the old or the new data (Kafka's LocalLog.replaceSegments): ``.cleaned`` -> ``.swap``
+        (descending), retire the old segments to ``.deleted``, ``.swap`` -> live (ascending), fsync
+        the directory. ``generation`` is ``segments_generation`` as the round began."""
         with self._lock:
             self._check_open()
             stale = generation != self.segments_generation or any(

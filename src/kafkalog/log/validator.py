@@ -1,5 +1,5 @@
 """Append validation: the analysis every append runs, and the leader's offset assignment
-(spec §6.2-§6.4).
+(Kafka's UnifiedLog.analyzeAndValidateRecords, LogValidator).
 
 Why: a leader must check producer batches (sizes, counts, keys on compacted topics, timestamp
 bounds), give them offsets from the log end, set the leader epoch and max timestamp, and convert
@@ -228,7 +228,8 @@ def assign_offsets(
     leader_epoch: int,
     origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> ValidatedRecords:
-    """Leader validation and offset assignment: in place, convert, or recompress (spec §6.3)."""
+    """Leader validation and offset assignment: in place, convert, or recompress (Kafka's
+    LogValidator)."""
     batches = analysis.batches
     if not batches:
         return ValidatedRecords(

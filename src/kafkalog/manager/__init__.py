@@ -1,4 +1,4 @@
-"""kafkalog.manager: the LogManager over one or more log directories (spec §13)."""
+"""kafkalog.manager: the LogManager over one or more log directories (Kafka's LogManager)."""
 
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_manager import LogManager

@@ -1,4 +1,5 @@
-"""ManagerConfig: the broker-level keys the log manager obeys (spec §16.2), Kafka's defaults.
+"""ManagerConfig: the broker-level keys the log manager obeys (Kafka's ServerLogConfigs,
+TransactionLogConfig), Kafka's defaults.
 
 Why: retention, flush and checkpoint periods, recovery threads and producer expiry are broker
 settings, not topic ones; one frozen object parsed in one place keeps them next to their Kafka

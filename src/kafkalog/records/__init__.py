@@ -1,4 +1,4 @@
-"""kafkalog.records: Kafka's record formats, sans-IO (spec §0-§1).
+"""kafkalog.records: Kafka's record formats, sans-IO (Kafka's org.apache.kafka.common.record).
 
 Bytes or memoryviews in, values out: varints, CRCs, codecs, v2 batches and records, legacy v0/v1
 messages, control records, a builder and the one batch scanner. No file, clock or logging here.

@@ -1,5 +1,5 @@
 /* The cleaner's per-record work at compiled speed: the key -> latest offset map, and the recopy
- * filter that keeps a key's latest record (spec 12.4-12.6).
+ * filter that keeps a key's latest record (Kafka's SkimpyOffsetMap and Cleaner).
  *
  * Why: a cleaning round looks at every record twice (map, then recopy); in Python that is a
  * few microseconds a record, so compaction ran at tens of MB/s. Here a record costs a parse and
@@ -260,13 +260,13 @@ static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t 
     p = put_uvarint(p, zz32(r->header_count));
     pos = r->headers_pos;
     for (int32_t h = 0; h < r->header_count; h++) {
-        int32_t n;
-        read_varint32(d, r->end, &pos, &n);
+        int32_t n = 0; /* the first pass above read these same varints without error */
+        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
         p = put_uvarint(p, zz32(n));
         memcpy(p, d + pos, (size_t)n);
         p += n;
         pos += n;
-        read_varint32(d, r->end, &pos, &n);
+        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
         p = put_uvarint(p, zz32(n));
         if (n > 0) { memcpy(p, d + pos, (size_t)n); p += n; pos += n; }
     }

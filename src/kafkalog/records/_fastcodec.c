@@ -2,7 +2,7 @@
  *
  * Why: decoding or encoding a record in Python costs ~4 us, which caps a core near 0.25 M
  * records/s; Arrow consumers (Spark, to_arrow) take millions of rows/s. This module does only
- * the per-record work of spec section 1.4 -- varints, lengths, keys, values, headers -- into or
+ * the per-record work of Kafka's DefaultRecord -- varints, lengths, keys, values, headers -- into or
  * out of Arrow-layout buffers. Refuses: batch framing, CRCs and compression (done per batch in
  * Python with the crc32c/lz4/zstd libraries), any I/O, and accepting input the pure-Python
  * reference (kafkalog.records.record) would reject: both raise on the same inputs.

@@ -150,7 +150,7 @@ static inline uint32_t murmur2(const uint8_t *d, Py_ssize_t n) {
     return h;
 }
 
-/* ---- one record of a v2 records region (spec 1.4) ------------------------------------------ */
+/* ---- one record of a v2 records region (Kafka's DefaultRecord) ------------------------------------------ */
 
 typedef struct {
     Py_ssize_t start, end;   /* [start, end): the record, its length varint included */
@@ -261,7 +261,7 @@ static inline int parse_record(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos
     return 0;
 }
 
-/* ---- v2 batch headers (spec 1.3): big-endian fields at fixed offsets ------------------------ */
+/* ---- v2 batch headers (Kafka's DefaultRecordBatch): big-endian fields at fixed offsets ------------------------ */
 
 static inline uint64_t load_be(const uint8_t *p, int n) {
     uint64_t v = 0;

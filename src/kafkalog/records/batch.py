@@ -1,8 +1,9 @@
 """Record batch format v2 (magic 2): the 61-byte header, validation, records, in-place mutations.
 
-Why: the v2 batch is Kafka's unit of storage, replication and compression (spec §1.3). The wire
-schema is declared once, below, and every byte offset is derived from it. Refuses: reading a
-header field by tuple index or a hand-typed offset; I/O; decompressing before it is asked to.
+Why: the v2 batch is Kafka's unit of storage, replication and compression (Kafka's
+DefaultRecordBatch). The wire schema is declared once, below, and every byte offset is derived from
+it. Refuses: reading a header field by tuple index or a hand-typed offset; I/O; decompressing before
+it is asked to.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ MAGIC_OFFSET = FIELD_OFFSETS["magic"]
 CRC_OFFSET = FIELD_OFFSETS["crc"]
 ATTRIBUTES_OFFSET = FIELD_OFFSETS["attributes"]
 LAST_OFFSET_DELTA_OFFSET = FIELD_OFFSETS["last_offset_delta"]
-BASE_TIMESTAMP_OFFSET = FIELD_OFFSETS["base_timestamp"]
 MAX_TIMESTAMP_OFFSET = FIELD_OFFSETS["max_timestamp"]
 PRODUCER_ID_OFFSET = FIELD_OFFSETS["producer_id"]
 RECORDS_COUNT_OFFSET = FIELD_OFFSETS["records_count"]
@@ -140,10 +140,6 @@ class RecordBatchHeader(NamedTuple):
     @property
     def next_offset(self) -> int:
         return self.last_offset + 1
-
-    @property
-    def compression_id(self) -> int:
-        return self.attributes & COMPRESSION_MASK
 
     @property
     def compression(self) -> CompressionType:

@@ -1,8 +1,9 @@
-"""Building v2 record batches (spec §1.3-§1.5).
+"""Building v2 record batches (Kafka's MemoryRecordsBuilder, DefaultRecordBatch,
+EndTransactionMarker).
 
 Why: producers, the leader append path, the cleaner and the tests all need batches that are
 byte-identical to what a Java producer or broker writes (uncompressed), or that a broker reads
-(compressed). Refuses: batches Kafka's builder refuses (§15 item 10) and any I/O.
+(compressed). Refuses: batches Kafka's MemoryRecordsBuilder refuses and any I/O.
 """
 
 from __future__ import annotations
@@ -92,11 +93,6 @@ class RecordBatchBuilder:
 
     def __len__(self) -> int:
         return self._count
-
-    @property
-    def estimated_size(self) -> int:
-        """Uncompressed size of the batch so far, header included."""
-        return RECORD_BATCH_OVERHEAD + self._size
 
     def append(
         self,
@@ -283,7 +279,8 @@ def build_empty_batch(
     is_control: bool = False,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """The 61-byte header the cleaner keeps to preserve producer state (spec §1.3)."""
+    """The 61-byte header the cleaner keeps to preserve producer state (Kafka's
+    DefaultRecordBatch)."""
     attributes = make_attributes(
         CompressionType.NONE, timestamp_type, is_transactional, is_control, False
     )
@@ -313,7 +310,8 @@ def build_end_txn_marker(
     timestamp: int,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """A broker-written COMMIT/ABORT marker batch (78 bytes, spec §1.5 and vector E)."""
+    """A broker-written COMMIT/ABORT marker batch (78 bytes, Kafka's EndTransactionMarker and vector
+    E)."""
     builder = RecordBatchBuilder(
         base_offset=offset,
         producer_id=producer_id,

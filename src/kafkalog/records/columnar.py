@@ -20,13 +20,9 @@ from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.fastpath import add_batch, fast_codec
 from kafkalog.records.scanner import AnyBatch
-from kafkalog.types import NO_TIMESTAMP
+from kafkalog.types import INT64_MAX, INT64_MIN, NO_TIMESTAMP
 
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-
-
-HEADER_TYPE = pa.list_(
+ARROW_HEADERS_TYPE = pa.list_(
     pa.field(
         "element",
         pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]),
@@ -117,7 +113,7 @@ class RecordColumns:
             pa.array(py["value"], pa.binary()),
         ]
         if self.with_headers:
-            out.append(pa.array(py["headers"], HEADER_TYPE))
+            out.append(pa.array(py["headers"], ARROW_HEADERS_TYPE))
         for column in py.values():
             column.clear()
         return out
@@ -136,11 +132,11 @@ class RecordColumns:
             bits, nulls, list_offsets, count, hkey, hvalue = headers
             struct = pa.StructArray.from_arrays(
                 [_binary(pa.string(), count, hkey), _binary(pa.binary(), count, hvalue)],
-                fields=list(HEADER_TYPE.value_type),
+                fields=list(ARROW_HEADERS_TYPE.value_type),
             )
             out.append(
                 pa.Array.from_buffers(
-                    HEADER_TYPE,
+                    ARROW_HEADERS_TYPE,
                     n,
                     [_buffer(bits), pa.py_buffer(list_offsets)],
                     null_count=nulls,
@@ -189,14 +185,3 @@ def batches_to_table(
         if include_control or not batch.is_control:
             columns.add_batch(batch)
     return columns.to_table()
-
-
-def batch_keys(batch: AnyBatch) -> Iterable[tuple[bytes | None, int]]:
-    """(key, offset) of each record of ``batch``: the cleaner's key scan, with no Record objects
-    on the compiled path (values are not even copied)."""
-    if fast_codec() is None or not isinstance(batch, RecordBatch):
-        return [(r.key, r.offset) for r in batch.records()]
-    columns = RecordColumns(with_headers=False, values=False)
-    columns.add_batch(batch)
-    offset, _, _, key, _ = columns.finish()
-    return zip(key.to_pylist(), offset.to_pylist(), strict=True)

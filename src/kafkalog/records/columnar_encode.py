@@ -20,7 +20,7 @@ from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records import compression as codecs
 from kafkalog.records.batch import MAGIC, make_attributes
 from kafkalog.records.builder import frame_batch
-from kafkalog.records.columnar import HEADER_TYPE
+from kafkalog.records.columnar import ARROW_HEADERS_TYPE
 from kafkalog.records.fastpath import fast_codec
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.record import encode_record
@@ -40,7 +40,7 @@ def record_columns(data: pa.Table | pa.RecordBatch) -> dict[str, pa.Array]:
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("timestamp", pa.int64()),
-        ("headers", HEADER_TYPE),
+        ("headers", ARROW_HEADERS_TYPE),
     ):
         if name not in names:
             continue

@@ -1,10 +1,11 @@
 """Kafka's compression framings over well-kept codec libraries.
 
 Why: the codecs are libraries' work (zlib, cramjam's snappy, lz4, zstandard); the *framings* are
-Kafka's own and must match byte for byte what a broker reads and writes (spec §1.6): snappy in
-snappy-java's xerial stream framing, LZ4 frames with independent 64 KiB blocks and the magic-0
-header-checksum quirk, zstd only for magic 2, gzip at level 6 by default. Refuses: any codec
-exception escaping (all become CorruptRecordError) and any I/O.
+Kafka's own and must match byte for byte what a broker reads and writes (Kafka's
+org.apache.kafka.common.compress): snappy in snappy-java's xerial stream framing, LZ4 frames with
+independent 64 KiB blocks and the magic-0 header-checksum quirk, zstd only for magic 2, gzip at
+level 6 by default. Refuses: any codec exception escaping (all become CorruptRecordError) and any
+I/O.
 """
 
 from __future__ import annotations

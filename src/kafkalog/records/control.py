@@ -1,4 +1,5 @@
-"""Control records: transaction markers and the other control types (spec §1.5).
+"""Control records: transaction markers and the other control types (Kafka's ControlRecordType,
+EndTransactionMarker).
 
 Why: a control batch carries one record whose key names its type; COMMIT and ABORT markers carry
 the coordinator epoch. Readers must tolerate unknown types (they are skipped), writers must not
@@ -38,10 +39,6 @@ class EndTransactionMarker:
 
     type: ControlRecordType
     coordinator_epoch: int
-
-    @property
-    def is_commit(self) -> bool:
-        return self.type is ControlRecordType.COMMIT
 
 
 def decode_control_key(key: bytes | None) -> ControlRecordKey:

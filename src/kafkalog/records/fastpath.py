@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from kafkalog.types import INT64_MAX, INT64_MIN
 
 
 def _load() -> ModuleType | None:
@@ -57,7 +58,7 @@ def record_stats(batch: RecordBatch) -> RecordStats | None:
     if fast is None:
         return None
     builder = fast.ColumnBuilder(False, 1, True)
-    add_batch(fast, builder, batch, -(2**63), 2**63 - 1)
+    add_batch(fast, builder, batch, INT64_MIN, INT64_MAX)
     return RecordStats(*builder.stats())
 
 

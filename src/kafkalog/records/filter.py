@@ -1,11 +1,11 @@
 """Filtering batches into a new buffer: the cleaner's primitive (Kafka's MemoryRecords.filterTo).
 
-Why: compaction decides per batch and per record what survives, and the bytes it writes must be
-what Kafka's cleaner writes: untouched batches copied verbatim, partly kept batches rebuilt with
-their producer fields, flags, codec and offset range, kept-but-empty batches reduced to the
-61-byte header, and tombstones or discardable markers stamped with a delete horizon (spec
-§12.6, §15 items 16-21). The decisions themselves belong to the caller (a ``RecordFilter``).
-Refuses: I/O and any policy of its own.
+Why: compaction decides per batch and per record what survives, and the bytes it writes must be what
+Kafka's cleaner writes: untouched batches copied verbatim, partly kept batches rebuilt with their
+producer fields, flags, codec and offset range, kept-but-empty batches reduced to the 61-byte
+header, and tombstones or discardable markers stamped with a delete horizon (Kafka's
+MemoryRecords.filterTo, KIP-534). The decisions themselves belong to the caller (a
+``RecordFilter``). Refuses: I/O and any policy of its own.
 """
 
 from __future__ import annotations
@@ -71,10 +71,6 @@ class FilterResult:
     messages_read: int = 0
     messages_retained: int = 0
     batches_rewritten: int = 0
-
-    @property
-    def bytes_retained(self) -> int:
-        return len(self.output)
 
 
 def filter_batches(scanner: BatchScanner, record_filter: RecordFilter) -> FilterResult:

@@ -1,4 +1,5 @@
-"""Legacy message formats v0 and v1 (spec §1.2): decode shallow and deep, and build.
+"""Legacy message formats v0 and v1 (Kafka's LegacyRecord, AbstractLegacyRecordBatch): decode
+shallow and deep, and build.
 
 Why: brokers since 3.0 only write v2, but old segments still hold v0/v1 entries, including
 compressed wrappers whose inner offsets are absolute (v0) or relative (v1). Refuses: zstd for

@@ -1,4 +1,4 @@
-"""The record value and the v2 record codec (spec §1.4).
+"""The record value and the v2 record codec (Kafka's DefaultRecord).
 
 Why: a record inside a v2 batch is seven zig-zag varints around a key, a value and headers; this
 is the per-record hot loop of every read and every build, so the one-byte varint case is inlined
@@ -137,8 +137,8 @@ def decode_records(
     """Decode exactly ``count`` records that fill ``data`` exactly.
 
     ``log_append_time`` is the batch's max timestamp when its type is LogAppendTime: every record
-    then reports it (spec §1.3). Any disagreement between declared and actual lengths, counts or
-    bytes raises CorruptRecordError with the position inside the records region.
+    then reports it (Kafka's DefaultRecordBatch). Any disagreement between declared and actual
+    lengths, counts or bytes raises CorruptRecordError with the position inside the records region.
     """
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")

@@ -1,8 +1,9 @@
-"""The one scanner: walks batches of any magic laid back to back in a buffer (spec §1.1).
+"""The one scanner: walks batches of any magic laid back to back in a buffer (Kafka's
+ByteBufferLogInputStream).
 
 Why: recovery, index rebuilds, reads, the dump tool, the cleaner and the Spark reader all need to
 walk batches and know where the valid prefix ends. They all use this code, so a second
-"read length, read magic" loop anywhere else is a bug (DESIGN.md habit 3). The scanner never
+"read length, read magic" loop anywhere else is a bug. The scanner never
 raises mid-stream: it stops and reports the length of the valid prefix and why it stopped.
 Refuses: I/O (callers pass a buffer or an mmap view) and deciding what to do about damage.
 """

@@ -1,5 +1,5 @@
 """Crash-safe file replacement: write a temp file, fsync it, rename over the target, fsync the
-directory (DESIGN.md habit 7).
+directory (as Kafka's Utils.atomicMoveWithFallback).
 
 Why: checkpoints and metadata must be either the old version or the new one after a crash,
 never a torn mix. Refuses: renames without a directory fsync.

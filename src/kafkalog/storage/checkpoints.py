@@ -1,4 +1,5 @@
-"""Checkpoint files in Kafka's text format (spec §8.2): offsets per partition, leader epochs.
+"""Checkpoint files in Kafka's text format (Kafka's CheckpointFile): offsets per partition, leader
+epochs.
 
 Why: recovery points, log start offsets, cleaner offsets and leader epochs must survive restarts
 in the exact format a Kafka broker reads. Refuses: writing in place (always temp + rename) and

@@ -1,5 +1,5 @@
 """A segment's data file, ``<base>.log``: append at the logical end, read slices, scan batches
-(spec §4, §15 C).
+(Kafka's LogSegment).
 
 Why: the one place that does I/O on batch data. Appends use ``pwrite`` at the logical end (a
 preallocated file is longer than its data); reads ``pread`` byte ranges; scans map the file

@@ -1,4 +1,5 @@
-"""Every file and directory name kafkalog reads or writes (spec §2.2-§2.3).
+"""Every file and directory name kafkalog reads or writes (Kafka's LogFileUtils,
+UnifiedLog.parseTopicPartitionName).
 
 Why: Kafka names a segment's files by a 20-digit, zero-padded base offset plus a suffix, and a
 partition directory ``<topic>-<partition>``; temporary states add ``.deleted``, ``.cleaned``,
@@ -24,12 +25,6 @@ SWAP_FILE_SUFFIX = ".swap"
 TMP_FILE_SUFFIX = ".tmp"
 CHECKPOINT_DELETED_SUFFIX = ".checkpoint.deleted"
 
-SEGMENT_FILE_SUFFIXES = (
-    LOG_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
-    TXN_INDEX_FILE_SUFFIX,
-)
 INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
 
 # files in a partition directory that are not segments
@@ -38,11 +33,9 @@ PARTITION_METADATA = "partition.metadata"
 # files in a log directory
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
-META_PROPERTIES = "meta.properties"
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -83,10 +76,6 @@ def offset_from_file_name(name: str) -> int:
     if not prefix.isdigit():
         raise ValueError(f"{name!r} does not start with an offset")
     return int(prefix)
-
-
-def has_suffix(name: str, suffix: str) -> bool:
-    return name.endswith(suffix)
 
 
 def strip_suffix(path: Path, suffix: str) -> Path:

@@ -1,4 +1,4 @@
-"""The fixed-entry index file that offset and time indexes share (spec §3.1-§3.2).
+"""The fixed-entry index file that offset and time indexes share (Kafka's AbstractIndex).
 
 Why: both indexes are preallocated to ``segment.index.bytes`` (rounded down to whole entries),
 trusted on reopen to hold ``file length / entry size`` entries, trimmed when their segment

@@ -1,4 +1,4 @@
-"""The offset index, ``<base>.index`` (spec §3.1).
+"""The offset index, ``<base>.index`` (Kafka's OffsetIndex).
 
 Why: maps a batch's last offset to the byte position where the appended chunk starts, sparsely
 (one entry per ``index.interval.bytes``), so a read seeks near its target and scans forward.

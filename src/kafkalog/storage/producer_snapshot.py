@@ -1,4 +1,5 @@
-"""Producer-state snapshot files, ``<offset>.snapshot`` (spec §6.7).
+"""Producer-state snapshot files, ``<offset>.snapshot`` (Kafka's
+ProducerStateManager.writeSnapshot/readSnapshot).
 
 Why: rebuilding idempotence and transaction state by scanning the whole log is slow, so Kafka
 writes the state of every producer at roll, close and recovery points; the loader starts from the
@@ -51,7 +52,8 @@ def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
 
 
 def decode_snapshot(data: bytes, file: str | None = None) -> list[SnapshotEntry]:
-    """The entries of a snapshot; CorruptSnapshotError for any damage (spec §6.7)."""
+    """The entries of a snapshot; CorruptSnapshotError for any damage (Kafka's
+    ProducerStateManager.writeSnapshot/readSnapshot)."""
     if len(data) < HEADER.size:
         raise CorruptSnapshotError(
             f"snapshot of {len(data)} bytes is shorter than its {HEADER.size}-byte header",

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` with its offset, time and transaction indexes (spec §4).
+"""One log segment: ``<base>.log`` with its offset, time and transaction indexes (Kafka's
+LogSegment).
 
 Why: Kafka's unit of rolling, retention and recovery. The segment appends chunks and maintains
 its indexes by the interval rule, serves byte-range reads, rebuilds its indexes from the data,
@@ -25,7 +26,7 @@ from kafkalog.storage.index_build import build_index_entries
 from kafkalog.storage.offset_index import OffsetIndex
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.storage.txn_index import TransactionIndex
-from kafkalog.types import INT32_MAX
+from kafkalog.types import INT32_MAX, INT64_MAX
 
 logger = logging.getLogger("kafkalog.storage.segment")
 
@@ -180,27 +181,6 @@ class LogSegment:
         built = build_index_entries(self, None, None, offset_index, time_index)
         self._max_ts_so_far = built.max_timestamp
 
-    def indexes_problem(self) -> str | None:
-        """What is wrong with the index files on disk, checked afresh; None if they are sane
-        (``verify``)."""
-        size = self.log.size
-        for path, kind in (
-            (self.offset_index_file, OffsetIndex),
-            (self.time_index_file, TimeIndex),
-        ):
-            if not path.exists():
-                if kind is OffsetIndex and size:
-                    return f"{path.name} is missing"
-                continue
-            index = kind(path, self.base_offset, 0, writable=False)
-            try:
-                problem = index.entry_problem(size)
-            finally:
-                index.close_handler()
-            if problem is not None:
-                return f"{path.name}: {problem}"
-        return None
-
     @property
     def offset_index_file(self) -> Path:
         return filenames.offset_index_file(self.directory, self.base_offset, self.file_suffix)
@@ -229,10 +209,6 @@ class LogSegment:
     def max_timestamp_so_far(self) -> int:
         return self._max_timestamp_so_far().timestamp
 
-    @property
-    def shallow_offset_of_max_timestamp_so_far(self) -> int:
-        return self._max_timestamp_so_far().offset
-
     def largest_timestamp(self) -> int:
         """Largest record timestamp, or the file's mtime when the segment has none."""
         ts = self.max_timestamp_so_far
@@ -240,8 +216,8 @@ class LogSegment:
 
     def first_batch_timestamp(self) -> int:
         for batch in self.log.batches():
-            return batch.max_timestamp if batch.max_timestamp >= 0 else 2**63 - 1
-        return 2**63 - 1
+            return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
+        return INT64_MAX
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -284,7 +260,8 @@ class LogSegment:
         records: bytes | bytearray | memoryview,
         verify: Callable[[], None] | None = None,
     ) -> None:
-        """Append a chunk of complete batches and maintain the indexes (spec §4, §3.1).
+        """Append a chunk of complete batches and maintain the indexes (Kafka's LogSegment,
+        OffsetIndex).
 
         ``verify`` is passed to ``FileRecords.append``: nothing changes here if it raises.
         """
@@ -361,7 +338,7 @@ class LogSegment:
     def tail_problem(self) -> str | None:
         """Whether the data from the last offset-index entry to the end is whole, valid batches
         in offset order; what is wrong if not (a torn or garbled tail)."""
-        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+        start = self.offset_index.lookup(INT64_MAX).position if self.offset_index.entries else 0
         with self.log.scanner(start, verify_crc=True, base_offset=self.base_offset) as scan:
             for _ in scan:
                 pass
@@ -370,7 +347,7 @@ class LogSegment:
         return None
 
     def read_next_offset(self) -> int:
-        start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
+        start = self.offset_index.lookup(INT64_MAX).position if self.offset_index.entries else 0
         next_offset = self.base_offset
         for batch in self.log.batches(start):
             next_offset = batch.next_offset
@@ -388,7 +365,8 @@ class LogSegment:
     def recover(
         self, on_batch: object = None, max_batch_size: int | None = None
     ) -> SegmentRecovery:
-        """Rebuild the indexes from the data; truncate at the first invalid byte (spec §4).
+        """Rebuild the indexes from the data; truncate at the first invalid byte (Kafka's
+        LogSegment).
 
         ``on_batch``, if given, is called with each valid batch (producer state, leader epochs).
         Index entries follow the same interval rule as appends and are loaded in bulk. A batch
@@ -506,9 +484,6 @@ class LogSegment:
         if self._time_index is not None:
             self._time_index.close_handler()
         self.log.close_handler()
-
-    def _files(self) -> list[Path]:
-        return [self.log.path, self.offset_index_file, self.time_index_file, self.txn_index.path]
 
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the segment's files from suffix ``old`` to ``new`` (e.g. to ``.deleted``)."""

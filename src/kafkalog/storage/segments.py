@@ -57,9 +57,6 @@ class LogSegments:
     def get(self, base_offset: int) -> LogSegment | None:
         return self._snap.by_base.get(base_offset)
 
-    def contains(self, base_offset: int) -> bool:
-        return base_offset in self._snap.by_base
-
     def __len__(self) -> int:
         return len(self._snap.bases)
 

@@ -1,4 +1,4 @@
-"""The time index, ``<base>.timeindex`` (spec §3.2).
+"""The time index, ``<base>.timeindex`` (Kafka's TimeIndex).
 
 Why: maps "the largest timestamp seen so far" to the last offset of the batch that reached it,
 so offset-for-timestamp lookups and time-based retention need no data scan. Refuses: deciding

@@ -1,4 +1,4 @@
-"""The aborted-transaction index, ``<base>.txnindex`` (spec §3.3).
+"""The aborted-transaction index, ``<base>.txnindex`` (Kafka's TransactionIndex).
 
 Why: a READ_COMMITTED reader must learn which producer ranges were aborted without scanning the
 data; each ABORT marker in a segment adds one fixed 34-byte entry here. Refuses: deciding which

@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 from kafkalog.records.record import Record
 from kafkalog.types import CompressionType
 
-MAGICS = (0, 1, 2)
 CODECS = tuple(CompressionType)
 
 
