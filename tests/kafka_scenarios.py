@@ -247,11 +247,28 @@ def _console_produce(broker: KafkaBroker, lines: list[str]) -> None:
 
 
 def _consume_group(bs: str, topic: str) -> None:
-    """Commit offsets for a group, so ``__consumer_offsets`` holds records."""
+    """Fill ``__consumer_offsets``: offset commits of a group without members, and a classic
+    consumer group whose member joins (GroupMetadata with its subscription and assignment),
+    consumes, commits and leaves (GroupMetadata of the empty group)."""
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "oracle-group"})
     for offset in (10, 100):
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
     consumer.close()
+    member = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "oracle-members",
+            "client.id": "oracle-member",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    member.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while member.poll(0.5) is None:
+        assert time.monotonic() < deadline, "the group member got no records"
+    member.commit(asynchronous=False)
+    member.close()
 
 
 def list_offsets(

@@ -79,3 +79,41 @@ def test_truncated_records_are_corrupt_record_errors(cut: int) -> None:
         coordinator.decode(
             "transactions", bytes.fromhex(TXN_KEY), bytes.fromhex(TXN_VALUE_V1)[:cut]
         )
+
+
+def _s(text: str | None) -> bytes:
+    return b"\xff\xff" if text is None else len(text).to_bytes(2, "big") + text.encode()
+
+
+def _b(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def test_group_metadata_v3_decodes_a_consumer_members_subscription_keeps_unparsable_bytes() -> None:
+    """Kafka's OffsetsMessageParser replaces a "consumer" member's subscription and assignment
+    by their decoded form, and keeps the base64 bytes when they do not parse."""
+    subscription = (
+        (1).to_bytes(2, "big")  # ConsumerProtocolSubscription v1
+        + (1).to_bytes(4, "big")
+        + _s("t")  # topics
+        + (-1).to_bytes(4, "big", signed=True)  # userData: null
+        + (0).to_bytes(4, "big")  # ownedPartitions: none
+    )
+    member = (
+        _s("m1") + _s(None) + _s("c") + _s("/h") + (300000).to_bytes(4, "big")
+        + (45000).to_bytes(4, "big") + _b(subscription) + _b(b"\x00")
+    )  # fmt: skip
+    value = (
+        (3).to_bytes(2, "big") + _s("consumer") + (1).to_bytes(4, "big") + _s("range")
+        + _s("m1") + (5).to_bytes(8, "big") + (1).to_bytes(4, "big") + member
+    )  # fmt: skip
+    key = (2).to_bytes(2, "big") + _s("g")
+    rec = coordinator.decode("offsets", key, value)
+    assert coordinator.format_json(rec, 0, 2) == (
+        '{"type":"2","data":{"group":"g"}}',
+        '{"version":"3","data":{"protocolType":"consumer","generation":1,"protocol":"range",'
+        '"leader":"m1","currentStateTimestamp":5,"members":[{"memberId":"m1",'
+        '"groupInstanceId":null,"clientId":"c","clientHost":"/h","rebalanceTimeout":300000,'
+        '"sessionTimeout":45000,"subscription":{"topics":["t"],"userData":null,'
+        '"ownedPartitions":[]},"assignment":"AA=="}]}}',
+    )

@@ -7,12 +7,16 @@ transaction-log decoder printed a text form instead (``TransactionLog.formatReco
 The layouts are the coordinator record schemas (OffsetCommitKey/Value, GroupMetadataKey,
 TransactionLogKey/Value): a big-endian int16 type or version, then the fields, flexible versions
 with compact lengths and tagged fields (KIP-482).
-Refuses: the group-metadata value and the KIP-848 consumer-group records; they decode to an
-explicit "not decoded" message rather than a guess.
+A classic group's GroupMetadataValue is decoded too, and for the "consumer" protocol type each
+member's subscription and assignment (ConsumerProtocolSubscription/Assignment), as
+DumpLogSegments' OffsetsMessageParser replaces those bytes; bytes print as base64 (Jackson's
+BinaryNode). Refuses: the KIP-848 consumer, share and streams group records; they are reported
+as not decoded rather than guessed.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from dataclasses import dataclass
@@ -54,6 +58,42 @@ _TRANSACTION_LOG = (
     1,
 )  # fmt: skip
 _GROUP_METADATA_KEY = (("group", "string", 0, None, None, None),)
+_MEMBER_METADATA: tuple[Field, ...] = (
+    ("memberId", "string", 0, None, None, None),
+    ("groupInstanceId", "string", 3, None, None, None),
+    ("clientId", "string", 0, None, None, None),
+    ("clientHost", "string", 0, None, None, None),
+    ("rebalanceTimeout", "int32", 1, None, None, None),
+    ("sessionTimeout", "int32", 0, None, None, None),
+    ("subscription", "bytes", 0, None, None, None),
+    ("assignment", "bytes", 0, None, None, None),
+)
+_GROUP_METADATA_VALUE: tuple[Field, ...] = (
+    ("protocolType", "string", 0, None, None, None),
+    ("generation", "int32", 0, None, None, None),
+    ("protocol", "string", 0, None, None, None),
+    ("leader", "string", 0, None, None, None),
+    ("currentStateTimestamp", "int64", 2, None, None, None),
+    ("members", _MEMBER_METADATA, 0, None, None, None),
+)
+# The consumer's embedded protocol (versions 0-3, never flexible): what a member subscribed to
+# and what the group leader assigned it.
+_TOPIC_PARTITIONS: tuple[Field, ...] = (
+    ("topic", "string", 0, None, None, None),
+    ("partitions", "[]int32", 0, None, None, None),
+)
+_SUBSCRIPTION: tuple[Field, ...] = (
+    ("topics", "[]string", 0, None, None, None),
+    ("userData", "bytes", 0, None, None, None),
+    ("ownedPartitions", _TOPIC_PARTITIONS, 1, None, None, None),
+    ("generationId", "int32", 2, None, None, None),
+    ("rackId", "string", 3, None, None, None),
+)
+_ASSIGNMENT: tuple[Field, ...] = (
+    ("assignedPartitions", _TOPIC_PARTITIONS, 0, None, None, None),
+    ("userData", "bytes", 0, None, None, None),
+)
+_NOT_NULL = {"topics", "ownedPartitions", "assignedPartitions", "topic", "partitions"}
 
 # TransactionState names, by the status byte (TransactionState in the transaction coordinator)
 TRANSACTION_STATES = (
@@ -110,9 +150,15 @@ class _Reader:
             return None if n < 0 else self.take(n).decode("utf-8", "replace")
         if kind == "uuid":
             return uuid_string(self.take(16))
+        if kind == "bytes":
+            n = self.length(True)
+            return None if n < 0 else self.take(n)
         if kind == "[]int32":
             n = self.length(True)
             return None if n < 0 else [self.fixed("int32") for _ in range(n)]
+        if kind == "[]string":
+            n = self.length(True)
+            return None if n < 0 else [self.value("string", version) for _ in range(n)]
         return self.fixed(kind)
 
     def struct(self, fields: tuple[Field, ...], version: int) -> dict[str, Any]:
@@ -155,7 +201,7 @@ def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
         if record_type in (0, 1):  # legacy key versions 0 and 1 are both offset commits
             return _OFFSET_COMMIT
         if record_type == 2:
-            return (_GROUP_METADATA_KEY, None, 0)
+            return (_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE, 4)
         return None
     return _TRANSACTION_LOG if record_type == 0 else None
 
@@ -182,7 +228,53 @@ def decode(topic: str, key: bytes, value: bytes | None) -> CoordinatorRecord:
 
 
 def _json(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_base64)
+
+
+def _base64(value: object) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _embedded(data: bytes | None, fields: tuple[Field, ...]) -> Any:
+    """A member's subscription or assignment decoded (its own int16 version first), or the
+    bytes unchanged when they do not parse, as OffsetsMessageParser.replaceField does."""
+    if data is None:
+        return None
+    try:
+        reader = _Reader(data, flexible=False)
+        version = reader.fixed("int16")
+        if not 0 <= version <= 3:
+            return data
+        decoded = reader.struct(fields, version)
+    except CorruptRecordError:
+        return data
+    if _has_null(decoded):
+        return data  # a non-nullable field serialized as null: Kafka's reader throws
+    return decoded
+
+
+def _has_null(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return any((k in _NOT_NULL and v is None) or _has_null(v) for k, v in obj.items())
+    if isinstance(obj, list):
+        return any(_has_null(v) for v in obj)
+    return False
+
+
+def _consumer_members(value: dict[str, Any]) -> dict[str, Any]:
+    if value.get("protocolType") != "consumer" or not value.get("members"):
+        return value
+    members = [
+        {
+            **m,
+            "subscription": _embedded(m["subscription"], _SUBSCRIPTION),
+            "assignment": _embedded(m["assignment"], _ASSIGNMENT),
+        }
+        for m in value["members"]
+    ]
+    return {**value, "members": members}
 
 
 def format_json(record: CoordinatorRecord, offset: int, key_type: int) -> tuple[str, str | None]:
@@ -195,7 +287,8 @@ def format_json(record: CoordinatorRecord, offset: int, key_type: int) -> tuple[
         return key, "<DELETE>"
     if record.value is None:
         return key, f"kafkalog does not decode value type {record.record_type}"
-    return key, _json({"version": str(record.value_version), "data": record.value})
+    value = _consumer_members(record.value) if record.record_type == 2 else record.value
+    return key, _json({"version": str(record.value_version), "data": value})
 
 
 def format_transaction_text(record: CoordinatorRecord) -> tuple[str, str | None]:
