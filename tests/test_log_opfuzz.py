@@ -101,8 +101,14 @@ def test_concurrent_operations_against_a_model(
                     manager.run_cleaner()  # unique keys: a swap that keeps every record
             clock.advance(10)
 
+    writers_done = threading.Event()
+
     def reader(rng: random.Random) -> None:
-        for _ in range(OPS_PER_THREAD * 2):
+        # Until the writers finish (and at least a fixed number of reads): a reader that ran
+        # ahead of every append would otherwise check nothing (it happened on a loaded CI VM).
+        reads = 0
+        while reads < OPS_PER_THREAD * 2 or not writers_done.is_set():
+            reads += 1
             log = holder["log"]
             try:
                 end = log.log_end_offset
@@ -137,9 +143,14 @@ def test_concurrent_operations_against_a_model(
     ]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join(120)
-        assert not t.is_alive(), "a thread hung"
+    try:
+        for i, t in enumerate(threads):
+            t.join(120)
+            assert not t.is_alive(), "a thread hung"
+            if i == 2:  # the two appenders and the mutator are done
+                writers_done.set()
+    finally:
+        writers_done.set()  # never leave a reader spinning
     assert problems == [], problems[:3]
     for offset, value in observed:
         assert value in model.ever.get(offset, set()), (offset, value)
