@@ -12,11 +12,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(DEV): pyproject.toml setup.py $(wildcard src/kafkalog/records/_*.c src/kafkalog/records/_*.h) | $(PY)
+$(DEV): pyproject.toml setup.py $(wildcard src/kafkalog/*/_*.c src/kafkalog/*/_*.h) | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-$(SPARK): pyproject.toml setup.py $(wildcard src/kafkalog/records/_*.c src/kafkalog/records/_*.h) | $(PY)
+$(SPARK): pyproject.toml setup.py $(wildcard src/kafkalog/*/_*.c src/kafkalog/*/_*.h) | $(PY)
 	$(PY) -m pip install --quiet -e '.[spark]'
 	@touch $@
 

@@ -198,7 +198,7 @@ def test_the_key_scans_notes_stay_within_their_budget_batch_notes_included() -> 
     """One record a batch: the notes on the batches, not on their records, dominate -- they
     count against the log limit too, or a log of small batches would outgrow the map's
     memory (log.cleaner.dedupe.buffer.size)."""
-    from kafkalog.records.fastcompact import compiled_offset_map, map_region
+    from kafkalog.cleaner.keymap import compiled_offset_map, map_region
 
     data = b"".join(
         bytes(MemoryRecords.build([Record(b"v", b"k%d" % i, timestamp=NOW)], base_offset=i))

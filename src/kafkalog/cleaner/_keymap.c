@@ -10,7 +10,7 @@
  * compression. Records are validated exactly as the reference decoder does, before anything
  * is mapped or written.
  */
-#include "_compact.h"
+#include "_keymap.h"
 
 /* ---- KeyOffsetMap ----------------------------------------------------------------------- */
 
@@ -416,7 +416,7 @@ static PyMethodDef KeyOffsetMap_methods[] = {
 };
 
 static PyTypeObject KeyOffsetMapType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.records._fastcodec.KeyOffsetMap",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.cleaner._keymap.KeyOffsetMap",
     .tp_basicsize = sizeof(KeyOffsetMap),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "KeyOffsetMap(limit, log_limit=0): key -> latest offset for one cleaning round; "
@@ -428,7 +428,30 @@ static PyTypeObject KeyOffsetMapType = {
     .tp_getset = KeyOffsetMap_getset,
 };
 
-int compact_register(PyObject *module) {
-    if (PyType_Ready(&KeyOffsetMapType) < 0) return -1;
-    return PyModule_AddObjectRef(module, "KeyOffsetMap", (PyObject *)&KeyOffsetMapType);
+/* The record loops' exceptions are _fastcodec's own objects, so Python code catches one class
+ * whichever extension raised it. */
+PyObject *CorruptRecords;
+PyObject *InvalidRecords;
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "kafkalog.cleaner._keymap",
+    "The cleaner's key -> latest offset map at compiled speed (see kafkalog.cleaner.keymap).", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__keymap(void) {
+    if (PyType_Ready(&KeyOffsetMapType) < 0) return NULL;
+    PyObject *codec = PyImport_ImportModule("kafkalog.records._fastcodec");
+    if (!codec) return NULL;
+    CorruptRecords = PyObject_GetAttrString(codec, "CorruptRecords");
+    InvalidRecords = PyObject_GetAttrString(codec, "InvalidRecords");
+    Py_DECREF(codec);
+    if (!CorruptRecords || !InvalidRecords) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "KeyOffsetMap", (PyObject *)&KeyOffsetMapType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

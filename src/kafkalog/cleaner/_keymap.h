@@ -1,5 +1,6 @@
-/* The cleaner's compiled key -> latest offset map, shared by the per-batch calls (_compact.c)
- * and the interleaved walks over runs of batches (_compact_runs.c). Private to the extension.
+/* The cleaner's compiled key -> latest offset map, shared by the per-batch calls (_keymap.c)
+ * and the interleaved walks over runs of batches (_keymap_runs.c). Private to the
+ * extension; the record parsing helpers come from kafkalog/records/_fastcodec.h.
  */
 #ifndef KAFKALOG_COMPACT_H
 #define KAFKALOG_COMPACT_H

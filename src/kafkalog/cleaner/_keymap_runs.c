@@ -11,7 +11,7 @@
  * batch at the upper bound and batches to rebuild. A walk stops in front of such a batch and
  * the caller's reference path takes it (damage is then reported in the scanner's words).
  */
-#include "_compact.h"
+#include "_keymap.h"
 
 /* The parsed batch at `position` of `segment`, remembered if the log has room for it. */
 static int log_batch(KeyOffsetMap *self, int64_t segment, Py_ssize_t position,

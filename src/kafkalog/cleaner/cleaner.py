@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kafkalog.cleaner.config import CleanerConfig
+from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
 from kafkalog.cleaner.offset_map import OffsetMap
 from kafkalog.cleaner.policy import CleanedTransactionMetadata, CleanerCounters, LogCleanerFilter
 from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segments_by_size
@@ -27,7 +28,6 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.log.log import Log
 from kafkalog.log.swap import LastRecord
 from kafkalog.records.batch import RecordBatch
-from kafkalog.records.fastcompact import FilteredRegion, map_batch, map_region
 from kafkalog.records.filter import FilterResult, RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
 from kafkalog.storage.segment import LogSegment

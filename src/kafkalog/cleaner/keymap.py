@@ -1,6 +1,6 @@
-"""The cleaner's per-record loops on the compiled codec: map a batch's keys, filter its records.
+"""The cleaner's compiled key map (``_keymap``): map a batch's keys, filter its records.
 
-Why: a cleaning round parses every dirty record twice; ``_fastcodec.KeyOffsetMap`` does both
+Why: a cleaning round parses every dirty record twice; ``_keymap.KeyOffsetMap`` does both
 passes without Record objects, one batch at a time or, for runs of plain batches (uncompressed,
 neither transactional nor control), a whole run per call with no Python between batches. This
 module turns its tuples into named results and its complaints into the errors the reference
@@ -12,32 +12,34 @@ reference path when it returns None.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import importlib
+import warnings
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
-from kafkalog.records.fastpath import batch_error, fast_codec
+from kafkalog.records.fastpath import batch_error, compiled_codec, fast_codec
+from kafkalog.records.filter import RetainedRecords
+
+if TYPE_CHECKING:
+    from kafkalog.cleaner._keymap import KeyOffsetMap
+
+try:  # by name: the extension may not have been built
+    _COMPILED_MAP: type[KeyOffsetMap] | None = importlib.import_module(
+        "kafkalog.cleaner._keymap"
+    ).KeyOffsetMap
+except ImportError as err:  # not built: the cleaner's Python map serves
+    _COMPILED_MAP = None
+    if compiled_codec() is not None:  # built beside the codec, so it should be here too
+        warnings.warn(f"the cleaner's compiled key map did not load ({err})", stacklevel=1)
 
 
-def compiled_offset_map(limit: int, log_limit: int = 0) -> Any | None:
+def compiled_offset_map(limit: int, log_limit: int = 0) -> KeyOffsetMap | None:
     """A compiled key -> latest offset map holding at most ``limit`` keys, whose key scan keeps
-    up to ``log_limit`` bytes of notes for the recopy; None when the reference codec is in
-    use."""
-    fast = fast_codec()
-    return None if fast is None else fast.KeyOffsetMap(limit, log_limit)
-
-
-class RetainedRecords(NamedTuple):
-    """What survived of one v2 batch's records (see ``filter_records``)."""
-
-    read: int
-    kept: int
-    invalid: int  # keyless records dropped
-    region: bytes | None  # re-encoded kept records; None: all kept as they are, or none kept
-    base_timestamp: int
-    max_timestamp: int
-    delete_horizon: int | None
-    last_kept_delta: int
+    up to ``log_limit`` bytes of notes for the recopy; None when the reference is in use."""
+    if _COMPILED_MAP is None or fast_codec() is None:
+        return None
+    return _COMPILED_MAP(limit, log_limit)
 
 
 def _timestamps(batch: RecordBatch) -> tuple[int, bool, int]:
@@ -45,7 +47,7 @@ def _timestamps(batch: RecordBatch) -> tuple[int, bool, int]:
     return h.base_timestamp, bool(h.attributes & TIMESTAMP_TYPE_MASK), h.max_timestamp
 
 
-def map_batch(offset_map: Any, batch: RecordBatch, start: int) -> tuple[int, bool]:
+def map_batch(offset_map: KeyOffsetMap, batch: RecordBatch, start: int) -> tuple[int, bool]:
     """Put the keys of ``batch``'s records at or above ``start``; (records read, map full).
     Damage raises CorruptRecordError as ``batch.records()`` would, before any key is put."""
     fast = fast_codec()
@@ -61,7 +63,7 @@ def map_batch(offset_map: Any, batch: RecordBatch, start: int) -> tuple[int, boo
 
 
 def filter_records(
-    offset_map: Any, batch: RecordBatch, *, keep_tombstones: bool, new_horizon: int
+    offset_map: KeyOffsetMap, batch: RecordBatch, *, keep_tombstones: bool, new_horizon: int
 ) -> RetainedRecords:
     """The cleaner's per-record rule over ``batch`` (kafkalog.cleaner.policy.retain_record);
     kept records come back re-encoded as the reference rebuild writes them."""

@@ -9,7 +9,7 @@ are compared by MD5 only (a collision counts as the same key, as in Kafka), the 
 is Kafka's, and a full map ends the round early — but store the digests in a dict: hashing and
 probing a bytearray in Python costs ~10x more per record. A dict entry takes ~100 bytes rather
 than 24, so a map holds the same number of keys as Kafka's in about 4x the memory.
-With the compiled codec the map is ``_fastcodec.KeyOffsetMap`` instead (``compiled``): the
+With the compiled codec the map is ``_keymap.KeyOffsetMap`` instead (``compiled``): the
 same capacity in keys, keys kept whole and compared exactly (so no collisions at all), about
 56 bytes plus the key per entry, and the cleaner hands it whole runs of batches. Its key scan
 also keeps notes (8 bytes a record, at most half the dedupe buffer) so the recopy need not
@@ -20,10 +20,13 @@ Refuses: persistence (it is cleared before each round) and keys it cannot hash (
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kafkalog.cleaner.keymap import compiled_offset_map
 from kafkalog.errors import InvalidConfigError
-from kafkalog.records.fastcompact import compiled_offset_map
+
+if TYPE_CHECKING:
+    from kafkalog.cleaner._keymap import KeyOffsetMap
 
 SLOT_SIZE = 24  # 16-byte MD5 + int64 offset, as Kafka sizes its slots
 MAX_BUFFER_PER_THREAD = 2**31 - 1
@@ -48,7 +51,7 @@ class OffsetMap:
         # the compiled map, when the compiled codec is in use; it keeps its own latest offset,
         # and notes from the key scan (8 bytes a record, within half the buffer's size again)
         # that spare the recopy a second parse
-        self.compiled: Any | None = compiled_offset_map(self.usable_capacity, memory // 2)
+        self.compiled: KeyOffsetMap | None = compiled_offset_map(self.usable_capacity, memory // 2)
         self._map: dict[bytes, int] = {}
         self._latest_offset = -1
 

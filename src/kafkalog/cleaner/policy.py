@@ -15,18 +15,13 @@ import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kafkalog.cleaner.keymap import FilteredRegion, filter_records, filter_region
 from kafkalog.cleaner.offset_map import OffsetMap
 from kafkalog.log.swap import LastRecord
 from kafkalog.records import Record
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key
-from kafkalog.records.fastcompact import (
-    FilteredRegion,
-    RetainedRecords,
-    filter_records,
-    filter_region,
-)
-from kafkalog.records.filter import BatchRetention, BatchRetentionResult
+from kafkalog.records.filter import BatchRetention, BatchRetentionResult, RetainedRecords
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.types import ControlRecordType
@@ -178,7 +173,7 @@ class LogCleanerFilter:
         self, buffer: memoryview, segment: int, position: int, until: int, max_batch_size: int
     ) -> FilteredRegion | None:
         """The recopy of a run of plain batches from ``position`` in one compiled call (see
-        ``kafkalog.records.fastcompact.filter_region``), or None when the map is not the
+        ``kafkalog.cleaner.keymap.filter_region``), or None when the map is not the
         compiled one. The batches it leaves need this filter's per-batch rules: it stops at
         every batch ``check_batch_retention`` would keep even if empty."""
         compiled = self.offset_map.compiled

@@ -513,8 +513,7 @@ PyMODINIT_FUNC PyInit__fastcodec(void) {
     if (!CorruptRecords || !InvalidRecords ||
         PyModule_AddObjectRef(m, "CorruptRecords", CorruptRecords) < 0 ||
         PyModule_AddObjectRef(m, "InvalidRecords", InvalidRecords) < 0 ||
-        PyModule_AddObjectRef(m, "ColumnBuilder", (PyObject *)&ColumnBuilderType) < 0 ||
-        compact_register(m) < 0) {
+        PyModule_AddObjectRef(m, "ColumnBuilder", (PyObject *)&ColumnBuilderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

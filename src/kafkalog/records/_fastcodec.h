@@ -1,4 +1,4 @@
-/* Shared by the compiled record loops (_fastcodec.c, _compact.c): growable buffers, varints
+/* Shared by the compiled record loops (_fastcodec.c, and the cleaner's _keymap.c): growable buffers, varints
  * with the pure-Python reference's limits, and Kafka's murmur2. Header-only, all static inline.
  */
 #ifndef KAFKALOG_FASTCODEC_H
@@ -12,7 +12,7 @@
 extern PyObject *CorruptRecords;
 extern PyObject *InvalidRecords;
 
-/* The cleaner's key scan runs these helpers with the GIL released (see _compact_runs.c), so
+/* The cleaner's key scan runs these helpers with the GIL released (see kafkalog/cleaner/_keymap_runs.c), so
  * they allocate with PyMem_Raw* and set an exception only when the GIL is held; without it a
  * failure is just the return code, and the caller raises once it holds the GIL again. */
 static inline void no_memory(void) {
@@ -304,8 +304,5 @@ static inline int simple_batch(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
     b->count = (int32_t)load_be(h + 57, 4);
     return 1;
 }
-
-/* Registers the cleaner's compiled pieces (_compact.c) on the module. */
-int compact_register(PyObject *module);
 
 #endif

@@ -28,6 +28,11 @@ _COMPILED = _load()
 _state = {"enabled": True}
 
 
+def compiled_codec() -> ModuleType | None:
+    """The compiled extension if it was built, whether or not it is in use."""
+    return _COMPILED
+
+
 def fast_codec() -> ModuleType | None:
     """The compiled extension, or None when the reference is in use."""
     return _COMPILED if _state["enabled"] else None

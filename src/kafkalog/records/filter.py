@@ -12,16 +12,28 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.builder import RecordBatchBuilder, build_empty_batch
-from kafkalog.records.fastcompact import RetainedRecords
 from kafkalog.records.legacy import build_legacy
 from kafkalog.records.record import Record
 from kafkalog.records.scanner import AnyBatch, BatchScanner, Buffer
 from kafkalog.types import TimestampType
+
+
+class RetainedRecords(NamedTuple):
+    """What survived of one v2 batch's records (see ``filter_records``)."""
+
+    read: int
+    kept: int
+    invalid: int  # keyless records dropped
+    region: bytes | None  # re-encoded kept records; None: all kept as they are, or none kept
+    base_timestamp: int
+    max_timestamp: int
+    delete_horizon: int | None
+    last_kept_delta: int
 
 
 class BatchRetention(enum.Enum):
