@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from kafkalog import Log, LogConfig, ManualClock, ProducerFields, Record
-from kafkalog.cli.main import EXIT_NOT_FOUND, cli
+from kafkalog.cli.errors import EXIT_NOT_FOUND
+from kafkalog.cli.main import cli
 from kafkalog.records.partitioner import murmur2, partition_for_key
 from kafkalog.storage import filenames as fn
 

@@ -18,6 +18,7 @@ import click
 
 from kafkalog.cli.dump_index import dump_offset_index, dump_time_index
 from kafkalog.cli.dump_log import DumpOptions, DumpReport
+from kafkalog.cli.errors import EXIT_PROBLEMS_FOUND, user_errors
 from kafkalog.cli.progress import progress
 from kafkalog.errors import CorruptCheckpointError, KafkaLogError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
@@ -26,8 +27,6 @@ from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from kafkalog.storage.file_records import FileRecords
-
-Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def log_dirs_option(fn_: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,176 +127,180 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
             report.problems.append(str(err))
 
 
-def register(cli: click.Group, user_errors: Wrap) -> None:
-    @cli.command()
-    @log_dirs_option
-    @click.option("--create", "action", flag_value="create", help="Create --topic.")
-    @click.option("--list", "action", flag_value="list", help="List topics.")
-    @click.option("--describe", "action", flag_value="describe", help="Describe topics.")
-    @click.option("--delete", "action", flag_value="delete", help="Delete --topic.")
-    @click.option("--topic", help="The topic to act on.")
-    @click.option("--partitions", type=int, default=1, show_default=True)
-    @click.option("--config", "configs", multiple=True, help="A topic override, key=value.")
-    @user_errors
-    def topics(
-        log_dirs: str,
-        action: str | None,
-        topic: str | None,
-        partitions: int,
-        configs: tuple[str, ...],
-    ) -> None:
-        """Create, list, describe and delete topics, like kafka-topics.
+@click.command()
+@log_dirs_option
+@click.option("--create", "action", flag_value="create", help="Create --topic.")
+@click.option("--list", "action", flag_value="list", help="List topics.")
+@click.option("--describe", "action", flag_value="describe", help="Describe topics.")
+@click.option("--delete", "action", flag_value="delete", help="Delete --topic.")
+@click.option("--topic", help="The topic to act on.")
+@click.option("--partitions", type=int, default=1, show_default=True)
+@click.option("--config", "configs", multiple=True, help="A topic override, key=value.")
+@user_errors
+def topics(
+    log_dirs: str,
+    action: str | None,
+    topic: str | None,
+    partitions: int,
+    configs: tuple[str, ...],
+) -> None:
+    """Create, list, describe and delete topics, like kafka-topics.
 
-        \b
-        Examples:
-          kafkalog topics --log-dirs data --create --topic clicks --partitions 4 \\
-              --config cleanup.policy=compact
-          kafkalog topics --log-dirs data --describe --topic clicks
-        """
-        if action is None:
-            raise click.UsageError("one of --create, --list, --describe, --delete is needed")
-        if action in ("create", "delete") and not topic:
-            raise click.UsageError(f"--{action} needs --topic")
-        dirs = [Path(d) for d in log_dirs.split(",") if d]
-        if action != "create":
-            existing_dirs(log_dirs)
-        with LogManager(dirs) as manager:
-            if action == "create":
-                assert topic is not None
-                manager.create_topic(topic, partitions, parse_configs(configs))
-                click.echo(f"Created topic {topic}.")
-            elif action == "list":
-                for name in sorted(manager.topics()):
-                    click.echo(name)
-            elif action == "delete":
-                assert topic is not None
-                manager.delete_topic(topic)
-                click.echo(f"Topic {topic} is marked for deletion.")
-            else:
-                names = [topic] if topic else sorted(manager.topics())
-                for name in names:
-                    _describe(manager, name)
+    \b
+    Examples:
+      kafkalog topics --log-dirs data --create --topic clicks --partitions 4 \\
+          --config cleanup.policy=compact
+      kafkalog topics --log-dirs data --describe --topic clicks
+    """
+    if action is None:
+        raise click.UsageError("one of --create, --list, --describe, --delete is needed")
+    if action in ("create", "delete") and not topic:
+        raise click.UsageError(f"--{action} needs --topic")
+    dirs = [Path(d) for d in log_dirs.split(",") if d]
+    if action != "create":
+        existing_dirs(log_dirs)
+    with LogManager(dirs) as manager:
+        if action == "create":
+            assert topic is not None
+            manager.create_topic(topic, partitions, parse_configs(configs))
+            click.echo(f"Created topic {topic}.")
+        elif action == "list":
+            for name in sorted(manager.topics()):
+                click.echo(name)
+        elif action == "delete":
+            assert topic is not None
+            manager.delete_topic(topic)
+            click.echo(f"Topic {topic} is marked for deletion.")
+        else:
+            names = [topic] if topic else sorted(manager.topics())
+            for name in names:
+                _describe(manager, name)
 
-    def _describe(manager: LogManager, topic: str) -> None:
-        count = manager.topics().get(topic)
-        if count is None:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        overrides = manager.topic_overrides(topic)
-        configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        # kafka-topics --describe's header line; kafkalog keeps one replica
+
+def _describe(manager: LogManager, topic: str) -> None:
+    count = manager.topics().get(topic)
+    if count is None:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    overrides = manager.topic_overrides(topic)
+    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    # kafka-topics --describe's header line; kafkalog keeps one replica
+    click.echo(
+        f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
+        f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
+    )
+    for p in range(count):
+        log = manager.get_log(topic, p)
         click.echo(
-            f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
-            f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
+            f"\tTopic: {topic}\tPartition: {p}\tLogStartOffset: {log.log_start_offset}\t"
+            f"LogEndOffset: {log.log_end_offset}\tSize: {log.size_in_bytes}\t"
+            f"Segments: {log.number_of_segments}\tLogDir: {manager.log_dir_of(topic, p)}"
         )
-        for p in range(count):
-            log = manager.get_log(topic, p)
-            click.echo(
-                f"\tTopic: {topic}\tPartition: {p}\tLogStartOffset: {log.log_start_offset}\t"
-                f"LogEndOffset: {log.log_end_offset}\tSize: {log.size_in_bytes}\t"
-                f"Segments: {log.number_of_segments}\tLogDir: {manager.log_dir_of(topic, p)}"
-            )
 
-    @cli.command()
-    @log_dirs_option
-    @user_errors
-    def verify(log_dirs: str) -> None:
-        """Check every segment (CRC, sizes, offsets, indexes) without changing anything; exit 1
-        with a report naming the segment, position and offset of each problem.
 
-        \b
-        Example:
-          kafkalog verify --log-dirs data
-        """
-        report = VerifyReport()
-        for d in existing_dirs(log_dirs):
-            for name in (
-                fn.RECOVERY_POINT_CHECKPOINT,
-                fn.LOG_START_OFFSET_CHECKPOINT,
-                fn.CLEANER_OFFSET_CHECKPOINT,
-            ):
-                if (d / name).exists():
-                    try:
-                        OffsetCheckpointFile(d / name).read()
-                    except CorruptCheckpointError as err:
-                        report.problems.append(str(err))
-            partitions = [p for p in sorted(d.iterdir()) if p.is_dir()]
-            if any(d.glob("*" + fn.LOG_FILE_SUFFIX)):
-                partitions = [d]  # a partition directory given directly
-            try:
-                configs = read_topic_configs(d if partitions != [d] else d.parent)
-            except CorruptCheckpointError as err:
-                report.problems.append(str(err))
-                configs = {}
-            with progress(f"verify {d}", len(partitions)) as advance:
-                for part in partitions:
-                    topic = part.name.rpartition("-")[0]
-                    policy = configs.get(topic, {}).get("cleanup.policy", "")
-                    verify_partition(part, report, compacted="compact" in policy)
-                    advance(1)
-        for line in report.problems:
-            click.echo(line)
+@click.command()
+@log_dirs_option
+@user_errors
+def verify(log_dirs: str) -> None:
+    """Check every segment (CRC, sizes, offsets, indexes) without changing anything; exit 1
+    with a report naming the segment, position and offset of each problem.
+
+    \b
+    Example:
+      kafkalog verify --log-dirs data
+    """
+    report = VerifyReport()
+    for d in existing_dirs(log_dirs):
+        for name in (
+            fn.RECOVERY_POINT_CHECKPOINT,
+            fn.LOG_START_OFFSET_CHECKPOINT,
+            fn.CLEANER_OFFSET_CHECKPOINT,
+        ):
+            if (d / name).exists():
+                try:
+                    OffsetCheckpointFile(d / name).read()
+                except CorruptCheckpointError as err:
+                    report.problems.append(str(err))
+        partitions = [p for p in sorted(d.iterdir()) if p.is_dir()]
+        if any(d.glob("*" + fn.LOG_FILE_SUFFIX)):
+            partitions = [d]  # a partition directory given directly
+        try:
+            configs = read_topic_configs(d if partitions != [d] else d.parent)
+        except CorruptCheckpointError as err:
+            report.problems.append(str(err))
+            configs = {}
+        with progress(f"verify {d}", len(partitions)) as advance:
+            for part in partitions:
+                topic = part.name.rpartition("-")[0]
+                policy = configs.get(topic, {}).get("cleanup.policy", "")
+                verify_partition(part, report, compacted="compact" in policy)
+                advance(1)
+    for line in report.problems:
+        click.echo(line)
+    click.echo(
+        f"checked {report.segments} segment(s), {report.batches} batch(es): "
+        f"{len(report.problems)} problem(s)"
+    )
+    if report.problems:
+        sys.exit(EXIT_PROBLEMS_FOUND)
+
+
+@click.command()
+@click.argument("partition_dirs", nargs=-1, required=True)
+@user_errors
+def recover(partition_dirs: tuple[str, ...]) -> None:
+    """Run crash recovery on partition directories from offset 0 and report what was
+    truncated or rebuilt.
+
+    \b
+    Example:
+      kafkalog recover data/clicks-0
+    """
+    for d in partition_dirs:
+        path = Path(d)
+        if not path.is_dir():
+            raise UnknownTopicOrPartitionError(f"partition directory {path} does not exist")
+        # only a partition directory: recovery writes segment files into what it is given
+        fn.parse_partition_dir_name(path.name)
+        # Log.open takes the partition's lock and its log directory's: a live writer refuses
+        log = Log.open(path, had_clean_shutdown=False, recovery_point=0)
+        actions = log.load_result.actions or ["nothing to repair"]
+        for action in actions:
+            click.echo(f"{path.name}: {action}")
         click.echo(
-            f"checked {report.segments} segment(s), {report.batches} batch(es): "
-            f"{len(report.problems)} problem(s)"
+            f"{path.name}: recovered {len(log.load_result.recovered_segments)} segment(s), "
+            f"truncated {log.load_result.truncated_bytes} byte(s); log end offset "
+            f"{log.log_end_offset}"
         )
-        if report.problems:
-            sys.exit(1)
+        log.close()
 
-    @cli.command()
-    @click.argument("partition_dirs", nargs=-1, required=True)
-    @user_errors
-    def recover(partition_dirs: tuple[str, ...]) -> None:
-        """Run crash recovery on partition directories from offset 0 and report what was
-        truncated or rebuilt.
 
-        \b
-        Example:
-          kafkalog recover data/clicks-0
-        """
-        for d in partition_dirs:
-            path = Path(d)
-            if not path.is_dir():
-                raise UnknownTopicOrPartitionError(f"partition directory {path} does not exist")
-            # only a partition directory: recovery writes segment files into what it is given
-            fn.parse_partition_dir_name(path.name)
-            # Log.open takes the partition's lock and its log directory's: a live writer refuses
-            log = Log.open(path, had_clean_shutdown=False, recovery_point=0)
-            actions = log.load_result.actions or ["nothing to repair"]
-            for action in actions:
-                click.echo(f"{path.name}: {action}")
+@click.command()
+@log_dirs_option
+@user_errors
+def retention(log_dirs: str) -> None:
+    """Apply retention once (time, size, log start offset) and report what went."""
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        deleted = manager.run_retention()
+        deleted += manager.cleaner.delete_old_segments()
+        click.echo(f"deleted {deleted} segment(s)")
+
+
+@click.command()
+@log_dirs_option
+@user_errors
+def compact(log_dirs: str) -> None:
+    """Compact every eligible compacted topic once and report each round."""
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        results = manager.run_cleaner()
+        for r in results:
+            if r.stats is None:
+                click.echo(f"{r.topic_partition}: not cleaned: {r.error}")
+                continue
+            s = r.stats
             click.echo(
-                f"{path.name}: recovered {len(log.load_result.recovered_segments)} segment(s), "
-                f"truncated {log.load_result.truncated_bytes} byte(s); log end offset "
-                f"{log.log_end_offset}"
+                f"{r.topic_partition}: offsets [{r.first_dirty_offset}, {r.end_offset}): "
+                f"{s.messages_read} -> {s.messages_written} records, "
+                f"{s.bytes_read} -> {s.bytes_written} bytes"
             )
-            log.close()
-
-    @cli.command()
-    @log_dirs_option
-    @user_errors
-    def retention(log_dirs: str) -> None:
-        """Apply retention once (time, size, log start offset) and report what went."""
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            deleted = manager.run_retention()
-            deleted += manager.cleaner.delete_old_segments()
-            click.echo(f"deleted {deleted} segment(s)")
-
-    @cli.command()
-    @log_dirs_option
-    @user_errors
-    def compact(log_dirs: str) -> None:
-        """Compact every eligible compacted topic once and report each round."""
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            results = manager.run_cleaner()
-            for r in results:
-                if r.stats is None:
-                    click.echo(f"{r.topic_partition}: not cleaned: {r.error}")
-                    continue
-                s = r.stats
-                click.echo(
-                    f"{r.topic_partition}: offsets [{r.first_dirty_offset}, {r.end_offset}): "
-                    f"{s.messages_read} -> {s.messages_written} records, "
-                    f"{s.bytes_read} -> {s.bytes_written} bytes"
-                )
-            if not results:
-                click.echo("nothing to compact")
+        if not results:
+            click.echo("nothing to compact")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from collections.abc import Iterator
+from typing import TextIO
 
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
+from kafkalog.cli.errors import user_errors
 from kafkalog.errors import (
     InvalidArgumentError,
     OffsetOutOfRangeError,
@@ -27,7 +28,6 @@ from kafkalog.records import Record
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.partitioner import partition_for_key
 
-Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 CHUNK = 1000
 
 
@@ -81,112 +81,112 @@ def partition_count(manager: LogManager, topic: str) -> int:
     return count
 
 
-def register(cli: click.Group, user_errors: Wrap) -> None:
-    @cli.command()
-    @log_dirs_option
-    @click.option("--topic", required=True)
-    @click.option("--partition", type=int, default=None, help="Default: Kafka's partitioner.")
-    @click.option("--compression", default="none", show_default=True)
-    @click.option("--property", "props", multiple=True, help="parse.key=true, key.separator=...")
-    @user_errors
-    def produce(
-        log_dirs: str, topic: str, partition: int | None, compression: str, props: tuple[str, ...]
-    ) -> None:
-        """Append stdin lines to a topic, like kafka-console-producer.
+@click.command()
+@log_dirs_option
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, default=None, help="Default: Kafka's partitioner.")
+@click.option("--compression", default="none", show_default=True)
+@click.option("--property", "props", multiple=True, help="parse.key=true, key.separator=...")
+@user_errors
+def produce(
+    log_dirs: str, topic: str, partition: int | None, compression: str, props: tuple[str, ...]
+) -> None:
+    """Append stdin lines to a topic, like kafka-console-producer.
 
-        \b
-        Example:
-          printf 'u1:hello\\nu2:world\\n' | kafkalog produce --log-dirs data --topic clicks \\
-              --property parse.key=true --property key.separator=:
-        """
-        properties = parse_properties(props)
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            count = partition_count(manager, topic)
-            sticky = 0
-            written = 0
-            stdin: TextIO = sys.stdin
-            for lines in _chunks(stdin):
-                by_partition: dict[int, list[Record]] = {}
-                for line in lines:
-                    record = parse_line(line, properties)
-                    if partition is not None:
-                        target = partition
-                    elif record.key is not None:
-                        target = partition_for_key(record.key, count)
-                    else:
-                        target = sticky
-                    by_partition.setdefault(target, []).append(record)
-                sticky = (sticky + 1) % count
-                for p, records in sorted(by_partition.items()):
-                    manager.get_log(topic, p).append(records, compression=compression)
-                    written += len(records)
-            click.echo(f"wrote {written} record(s) to {topic}", err=True)
+    \b
+    Example:
+      printf 'u1:hello\\nu2:world\\n' | kafkalog produce --log-dirs data --topic clicks \\
+          --property parse.key=true --property key.separator=:
+    """
+    properties = parse_properties(props)
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        count = partition_count(manager, topic)
+        sticky = 0
+        written = 0
+        stdin: TextIO = sys.stdin
+        for lines in _chunks(stdin):
+            by_partition: dict[int, list[Record]] = {}
+            for line in lines:
+                record = parse_line(line, properties)
+                if partition is not None:
+                    target = partition
+                elif record.key is not None:
+                    target = partition_for_key(record.key, count)
+                else:
+                    target = sticky
+                by_partition.setdefault(target, []).append(record)
+            sticky = (sticky + 1) % count
+            for p, records in sorted(by_partition.items()):
+                manager.get_log(topic, p).append(records, compression=compression)
+                written += len(records)
+        click.echo(f"wrote {written} record(s) to {topic}", err=True)
 
-    @cli.command()
-    @log_dirs_option
-    @click.option("--topic", required=True)
-    @click.option("--partition", type=int, default=None, help="Default: every partition.")
-    @click.option("--offset", default="earliest", show_default=True, help="earliest|latest|N")
-    @click.option("--from-timestamp", type=int, default=None, help="Start at this time (ms).")
-    @click.option("--max-messages", type=int, default=None)
-    @click.option(
-        "--isolation-level",
-        type=click.Choice(["read_uncommitted", "read_committed"]),
-        default="read_uncommitted",
-        show_default=True,
-    )
-    @click.option("--property", "props", multiple=True, help="print.key=true, print.offset=...")
-    @click.option("--follow", is_flag=True, help="Keep reading as data arrives.")
-    @user_errors
-    def consume(
-        log_dirs: str,
-        topic: str,
-        partition: int | None,
-        offset: str,
-        from_timestamp: int | None,
-        max_messages: int | None,
-        isolation_level: str,
-        props: tuple[str, ...],
-        follow: bool,
-    ) -> None:
-        """Print a topic's records, like kafka-console-consumer.
 
-        \b
-        Example:
-          kafkalog consume --log-dirs data --topic clicks --property print.key=true \\
-              --max-messages 10
-        """
-        properties = parse_properties(props)
-        committed = isolation_level == "read_committed"
-        if offset not in ("earliest", "latest") and partition is None:
-            raise click.UsageError("--offset N needs --partition")
-        views = topic_views(existing_dirs(log_dirs), topic)
-        if partition is not None:
-            if partition not in views:
-                raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
-            views = {partition: views[partition]}
-        positions = {p: _start(v, offset, from_timestamp, committed) for p, v in views.items()}
-        shown = 0
-        while True:
-            progressed = False
-            for p, view in views.items():
-                end = view.last_stable_offset() if committed else view.log_end_offset()
-                if positions[p] >= end:
-                    continue
-                for r, next_position in _records(view, positions[p], end, committed):
-                    if r is not None:
-                        click.echo(_format(r, p, properties))
-                        shown += 1
-                    positions[p] = next_position
-                    progressed = True
-                    if max_messages is not None and shown >= max_messages:
-                        click.echo(f"Processed a total of {shown} messages", err=True)
-                        return
-            if not progressed:
-                if not follow:
-                    break
-                time.sleep(0.2)
-        click.echo(f"Processed a total of {shown} messages", err=True)
+@click.command()
+@log_dirs_option
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, default=None, help="Default: every partition.")
+@click.option("--offset", default="earliest", show_default=True, help="earliest|latest|N")
+@click.option("--from-timestamp", type=int, default=None, help="Start at this time (ms).")
+@click.option("--max-messages", type=int, default=None)
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+)
+@click.option("--property", "props", multiple=True, help="print.key=true, print.offset=...")
+@click.option("--follow", is_flag=True, help="Keep reading as data arrives.")
+@user_errors
+def consume(
+    log_dirs: str,
+    topic: str,
+    partition: int | None,
+    offset: str,
+    from_timestamp: int | None,
+    max_messages: int | None,
+    isolation_level: str,
+    props: tuple[str, ...],
+    follow: bool,
+) -> None:
+    """Print a topic's records, like kafka-console-consumer.
+
+    \b
+    Example:
+      kafkalog consume --log-dirs data --topic clicks --property print.key=true \\
+          --max-messages 10
+    """
+    properties = parse_properties(props)
+    committed = isolation_level == "read_committed"
+    if offset not in ("earliest", "latest") and partition is None:
+        raise click.UsageError("--offset N needs --partition")
+    views = topic_views(existing_dirs(log_dirs), topic)
+    if partition is not None:
+        if partition not in views:
+            raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
+        views = {partition: views[partition]}
+    positions = {p: _start(v, offset, from_timestamp, committed) for p, v in views.items()}
+    shown = 0
+    while True:
+        progressed = False
+        for p, view in views.items():
+            end = view.last_stable_offset() if committed else view.log_end_offset()
+            if positions[p] >= end:
+                continue
+            for r, next_position in _records(view, positions[p], end, committed):
+                if r is not None:
+                    click.echo(_format(r, p, properties))
+                    shown += 1
+                positions[p] = next_position
+                progressed = True
+                if max_messages is not None and shown >= max_messages:
+                    click.echo(f"Processed a total of {shown} messages", err=True)
+                    return
+        if not progressed:
+            if not follow:
+                break
+            time.sleep(0.2)
+    click.echo(f"Processed a total of {shown} messages", err=True)
 
 
 def _start(view: PartitionView, offset: str, from_timestamp: int | None, committed: bool) -> int:

@@ -8,43 +8,16 @@ error. Refuses: doing storage work itself (it calls the library) and guessing at
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar
-
 import click
 
 from kafkalog.cli import admin, console, perf
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
+from kafkalog.cli.errors import user_errors
 from kafkalog.errors import (
-    CorruptionError,
     InvalidArgumentError,
-    KafkaLogError,
-    LogDirectoryLockedError,
-    UnknownTopicOrPartitionError,
 )
 from kafkalog.types import INT32_MAX
-
-# distinct exit codes, so scripts can tell what went wrong (2 is click's usage error)
-EXIT_PROBLEMS_FOUND = 1
-EXIT_NOT_FOUND = 3
-EXIT_CORRUPT = 4
-EXIT_INVALID = 5
-EXIT_LOCKED = 6
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _exit_code(err: KafkaLogError) -> int:
-    if isinstance(err, UnknownTopicOrPartitionError):
-        return EXIT_NOT_FOUND
-    if isinstance(err, CorruptionError):
-        return EXIT_CORRUPT
-    if isinstance(err, LogDirectoryLockedError):
-        return EXIT_LOCKED
-    return EXIT_INVALID  # bad names, offsets, configs, existing topics
 
 
 def parse_kafka_version(text: str) -> tuple[int, int]:
@@ -56,26 +29,6 @@ def parse_kafka_version(text: str) -> tuple[int, int]:
     if version < (3, 0):
         raise InvalidArgumentError(f"--kafka-version {text}: only Kafka 3.x and 4.x are matched")
     return version
-
-
-def user_errors(fn: F) -> F:
-    """One line and an exit code for every error a user can cause."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KafkaLogError as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(_exit_code(err))
-        except FileNotFoundError as err:
-            click.echo(f"error: no such file or directory: {err.filename}", err=True)
-            sys.exit(EXIT_NOT_FOUND)
-        except (PermissionError, IsADirectoryError, NotADirectoryError) as err:
-            click.echo(f"error: {err.strerror}: {err.filename}", err=True)
-            sys.exit(EXIT_NOT_FOUND)
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,9 +110,17 @@ def dump_log_cmd(
         click.echo(line, err=True)
 
 
-admin.register(cli, user_errors)
-console.register(cli, user_errors)
-perf.register(cli, user_errors)
+for command in (
+    admin.topics,
+    admin.verify,
+    admin.recover,
+    admin.retention,
+    admin.compact,
+    console.produce,
+    console.consume,
+    perf.perf,
+):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.console import partition_count
+from kafkalog.cli.errors import user_errors
 from kafkalog.cli.progress import progress
 from kafkalog.errors import InvalidArgumentError
 from kafkalog.manager.log_manager import LogManager
@@ -120,125 +121,126 @@ def _check_positive(name: str, value: int) -> None:
         raise InvalidArgumentError(f"{name} must be > 0, not {value}")
 
 
-def register(cli: click.Group, user_errors: Wrap) -> None:
-    @cli.group()
-    def perf() -> None:
-        """Producer and consumer performance tests (kafka-*-perf-test)."""
+@click.group()
+def perf() -> None:
+    """Producer and consumer performance tests (kafka-*-perf-test)."""
 
-    @perf.command("produce")
-    @log_dirs_option
-    @click.option("--topic", required=True)
-    @click.option("--num-records", type=int, required=True)
-    @click.option("--record-size", type=int, default=100, show_default=True)
-    @click.option("--throughput", type=float, default=-1, show_default=True,
-                  help="Records/s ceiling; -1 for none.")  # fmt: skip
-    @click.option("--batch-size", type=int, default=16384, show_default=True,
-                  help="Bytes per batch (Kafka's batch.size).")  # fmt: skip
-    @click.option("--compression-type", default="none", show_default=True)
-    @click.option("--seed", type=int, default=0, show_default=True, help="Payload seed.")
-    @user_errors
-    def perf_produce(
-        log_dirs: str,
-        topic: str,
-        num_records: int,
-        record_size: int,
-        throughput: float,
-        batch_size: int,
-        compression_type: str,
-        seed: int,
-    ) -> None:
-        """Append --num-records records of --record-size bytes and print Kafka's summary.
 
-        \b
-        Example:
-          kafkalog perf produce --log-dirs data --topic perf --num-records 100000 \\
-              --record-size 100 --compression-type lz4
-        """
-        _check_positive("--num-records", num_records)
-        _check_positive("--record-size", record_size)
-        _check_positive("--batch-size", batch_size)
-        codec = CompressionType.parse(compression_type)
-        rng = random.Random(seed)
-        payload = bytes(rng.randrange(65, 91) for _ in range(record_size))  # A-Z as Kafka's
-        per_batch = max(1, batch_size // (record_size + RECORD_OVERHEAD))
-        latency = LatencyStats()
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            count = partition_count(manager, topic)
-            logs = [manager.get_log(topic, p) for p in range(count)]
-            throttler = ThroughputThrottler(throughput)
-            sent = 0
-            start = time.perf_counter()
-            with progress("produce", num_records) as advance:
-                while sent < num_records:
-                    n = min(per_batch, num_records - sent)
-                    enqueued: list[float] = []
-                    for _ in range(n):
-                        throttler.throttle(sent + len(enqueued))
-                        enqueued.append(time.perf_counter())
-                    rows = pa.table(
-                        {
-                            "value": pa.repeat(pa.scalar(payload, pa.binary()), n),
-                            "timestamp": pa.repeat(pa.scalar(int(time.time() * 1000)), n),
-                        }
-                    )  # columns, encoded by the compiled loop: no Record per row
-                    batch = MemoryRecords.from_arrow(rows, compression=codec, batch_size=1 << 30)
-                    logs[(sent // per_batch) % count].append_records(batch)  # sticky per batch
-                    done = time.perf_counter()
-                    latency.samples.extend((done - t) * 1000 for t in enqueued)
-                    sent += n
-                    advance(n)
-            seconds = time.perf_counter() - start
-        click.echo(producer_summary(sent, seconds, sent * record_size, latency))
+@perf.command("produce")
+@log_dirs_option
+@click.option("--topic", required=True)
+@click.option("--num-records", type=int, required=True)
+@click.option("--record-size", type=int, default=100, show_default=True)
+@click.option("--throughput", type=float, default=-1, show_default=True,
+              help="Records/s ceiling; -1 for none.")  # fmt: skip
+@click.option("--batch-size", type=int, default=16384, show_default=True,
+              help="Bytes per batch (Kafka's batch.size).")  # fmt: skip
+@click.option("--compression-type", default="none", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Payload seed.")
+@user_errors
+def perf_produce(
+    log_dirs: str,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    batch_size: int,
+    compression_type: str,
+    seed: int,
+) -> None:
+    """Append --num-records records of --record-size bytes and print Kafka's summary.
 
-    @perf.command("consume")
-    @log_dirs_option
-    @click.option("--topic", required=True)
-    @click.option("--num-records", "--messages", "num_records", type=int, required=True,
-                  help="Stop after this many records (Kafka's --messages).")  # fmt: skip
-    @click.option("--fetch-size", type=int, default=MB, show_default=True,
-                  help="Bytes per fetch (Kafka's max.partition.fetch.bytes).")  # fmt: skip
-    @user_errors
-    def perf_consume(log_dirs: str, topic: str, num_records: int, fetch_size: int) -> None:
-        """Read and decode up to --num-records records from the start and print Kafka's summary.
+    \b
+    Example:
+      kafkalog perf produce --log-dirs data --topic perf --num-records 100000 \\
+          --record-size 100 --compression-type lz4
+    """
+    _check_positive("--num-records", num_records)
+    _check_positive("--record-size", record_size)
+    _check_positive("--batch-size", batch_size)
+    codec = CompressionType.parse(compression_type)
+    rng = random.Random(seed)
+    payload = bytes(rng.randrange(65, 91) for _ in range(record_size))  # A-Z as Kafka's
+    per_batch = max(1, batch_size // (record_size + RECORD_OVERHEAD))
+    latency = LatencyStats()
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        count = partition_count(manager, topic)
+        logs = [manager.get_log(topic, p) for p in range(count)]
+        throttler = ThroughputThrottler(throughput)
+        sent = 0
+        start = time.perf_counter()
+        with progress("produce", num_records) as advance:
+            while sent < num_records:
+                n = min(per_batch, num_records - sent)
+                enqueued: list[float] = []
+                for _ in range(n):
+                    throttler.throttle(sent + len(enqueued))
+                    enqueued.append(time.perf_counter())
+                rows = pa.table(
+                    {
+                        "value": pa.repeat(pa.scalar(payload, pa.binary()), n),
+                        "timestamp": pa.repeat(pa.scalar(int(time.time() * 1000)), n),
+                    }
+                )  # columns, encoded by the compiled loop: no Record per row
+                batch = MemoryRecords.from_arrow(rows, compression=codec, batch_size=1 << 30)
+                logs[(sent // per_batch) % count].append_records(batch)  # sticky per batch
+                done = time.perf_counter()
+                latency.samples.extend((done - t) * 1000 for t in enqueued)
+                sent += n
+                advance(n)
+        seconds = time.perf_counter() - start
+    click.echo(producer_summary(sent, seconds, sent * record_size, latency))
 
-        \b
-        Example:
-          kafkalog perf consume --log-dirs data --topic perf --num-records 100000
-        """
-        _check_positive("--num-records", num_records)
-        _check_positive("--fetch-size", fetch_size)
-        latency = LatencyStats()
-        with LogManager(existing_dirs(log_dirs)) as manager:
-            count = partition_count(manager, topic)
-            logs = [manager.get_log(topic, p) for p in range(count)]
-            positions = [log.log_start_offset for log in logs]
-            consumed = nbytes = 0
-            start_wall = time.time()
-            with progress("consume", num_records) as advance:
-                live = set(range(count))
-                while live and consumed < num_records:
-                    for p in sorted(live):
-                        began = time.perf_counter()
-                        info = logs[p].read(positions[p], fetch_size)
-                        if info.records is None:
-                            live.discard(p)
-                            continue
-                        columns = RecordColumns(with_headers=False)
-                        for batch in info.records.records().batches():
-                            if not batch.is_control:
-                                columns.add_batch(batch, positions[p])
-                            positions[p] = batch.next_offset
-                        offset, _, _, key, value = columns.finish()
-                        got = len(offset)
-                        nbytes += _byte_count(key) + _byte_count(value)
-                        latency.samples.append((time.perf_counter() - began) * 1000)
-                        consumed += got
-                        advance(got)
-                        if consumed >= num_records:
-                            break
-            end_wall = time.time()
-        for line in consumer_summary(start_wall, end_wall, nbytes, consumed, latency):
-            click.echo(line)
+
+@perf.command("consume")
+@log_dirs_option
+@click.option("--topic", required=True)
+@click.option("--num-records", "--messages", "num_records", type=int, required=True,
+              help="Stop after this many records (Kafka's --messages).")  # fmt: skip
+@click.option("--fetch-size", type=int, default=MB, show_default=True,
+              help="Bytes per fetch (Kafka's max.partition.fetch.bytes).")  # fmt: skip
+@user_errors
+def perf_consume(log_dirs: str, topic: str, num_records: int, fetch_size: int) -> None:
+    """Read and decode up to --num-records records from the start and print Kafka's summary.
+
+    \b
+    Example:
+      kafkalog perf consume --log-dirs data --topic perf --num-records 100000
+    """
+    _check_positive("--num-records", num_records)
+    _check_positive("--fetch-size", fetch_size)
+    latency = LatencyStats()
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        count = partition_count(manager, topic)
+        logs = [manager.get_log(topic, p) for p in range(count)]
+        positions = [log.log_start_offset for log in logs]
+        consumed = nbytes = 0
+        start_wall = time.time()
+        with progress("consume", num_records) as advance:
+            live = set(range(count))
+            while live and consumed < num_records:
+                for p in sorted(live):
+                    began = time.perf_counter()
+                    info = logs[p].read(positions[p], fetch_size)
+                    if info.records is None:
+                        live.discard(p)
+                        continue
+                    columns = RecordColumns(with_headers=False)
+                    for batch in info.records.records().batches():
+                        if not batch.is_control:
+                            columns.add_batch(batch, positions[p])
+                        positions[p] = batch.next_offset
+                    offset, _, _, key, value = columns.finish()
+                    got = len(offset)
+                    nbytes += _byte_count(key) + _byte_count(value)
+                    latency.samples.append((time.perf_counter() - began) * 1000)
+                    consumed += got
+                    advance(got)
+                    if consumed >= num_records:
+                        break
+        end_wall = time.time()
+    for line in consumer_summary(start_wall, end_wall, nbytes, consumed, latency):
+        click.echo(line)
 
 
 def _byte_count(column: pa.Array) -> int:
