@@ -30,12 +30,13 @@ from kafkalog.errors import (
 from kafkalog.records.committed import AbortedTransaction, aborted_from_markers
 from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
+from kafkalog.storage import offset_index, time_index
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
 from kafkalog.types import INT64_MAX, TopicPartition, check_int
 
-_INDEX_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+_INDEX_ENTRY = offset_index.ENTRY  # the index files' own layouts, declared once in storage
+_TIME_ENTRY = time_index.ENTRY
 READ_CHUNK = 8 << 20
 INDEX_CHUNK = 64 << 10
 _ZERO_HEADER = bytes(12)  # base offset 0 and size 0: never a batch, always unwritten space
