@@ -111,21 +111,22 @@ QUERIES: dict[str, tuple[str, dict[str, str]]] = {
 
 
 def _published(version: str) -> bool:
-    """Whether Maven Central holds the connector ``version`` (remembered once answered)."""
+    """Whether Maven Central holds the connector ``version``. Only a yes is remembered: a
+    version missing today may be published tomorrow."""
     CACHE.mkdir(parents=True, exist_ok=True)
     known = CACHE / f"spark-sql-kafka-{version}.published"
     if known.exists():
-        return known.read_text() == "yes"
+        return True
     url = f"{CENTRAL}/{version}/spark-sql-kafka-0-10_2.13-{version}.pom"
     try:
         with urllib.request.urlopen(url, timeout=30):
-            answer = True
+            pass
     except urllib.error.HTTPError as e:
         if e.code != 404:
             raise
-        answer = False
-    known.write_text("yes" if answer else "no")
-    return answer
+        return False
+    known.write_text("yes")
+    return True
 
 
 def connector_version() -> str:

@@ -103,10 +103,7 @@ def test_group_metadata_v3_decodes_a_consumer_members_subscription_keeps_unparsa
         _s("m1") + _s(None) + _s("c") + _s("/h") + (300000).to_bytes(4, "big")
         + (45000).to_bytes(4, "big") + _b(subscription) + _b(b"\x00")
     )  # fmt: skip
-    value = (
-        (3).to_bytes(2, "big") + _s("consumer") + (1).to_bytes(4, "big") + _s("range")
-        + _s("m1") + (5).to_bytes(8, "big") + (1).to_bytes(4, "big") + member
-    )  # fmt: skip
+    value = _group_value(member)
     key = (2).to_bytes(2, "big") + _s("g")
     rec = coordinator.decode("offsets", key, value)
     assert coordinator.format_json(rec, 0, 2) == (
@@ -117,3 +114,16 @@ def test_group_metadata_v3_decodes_a_consumer_members_subscription_keeps_unparsa
         '"sessionTimeout":45000,"subscription":{"topics":["t"],"userData":null,'
         '"ownedPartitions":[]},"assignment":"AA=="}]}}',
     )
+    # a damaged value is a CorruptRecordError wherever it is cut, never a wrong line
+    from kafkalog import CorruptRecordError
+
+    for cut in range(2, len(value)):
+        with pytest.raises(CorruptRecordError):
+            coordinator.decode("offsets", key, value[:cut])
+
+
+def _group_value(member: bytes) -> bytes:
+    return (
+        (3).to_bytes(2, "big") + _s("consumer") + (1).to_bytes(4, "big") + _s("range")
+        + _s("m1") + (5).to_bytes(8, "big") + (1).to_bytes(4, "big") + member
+    )  # fmt: skip

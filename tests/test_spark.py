@@ -381,3 +381,20 @@ def test_stream_commit_sequences_wrap_past_int32_max(tmp_path: Path) -> None:
         assert _committed_values(log) == [b"early", b"x", b"y", b"z", b"w", b"q"]
     finally:
         log.close()
+
+
+def test_stream_commit_marking_refuses_a_bad_batch_id_or_producer_id(tmp_path: Path) -> None:
+    from kafkalog import KafkaLogError, Log
+    from kafkalog.spark.sink import batch_producer
+
+    for bad in (-1, 2**63, "3", None):
+        with pytest.raises(KafkaLogError, match="batchId"):
+            batch_producer(7, bad)  # type: ignore[arg-type]
+    log = Log.open(tmp_path / "t-0")
+    try:
+        assert log.producer_position(7) is None
+        for bad in (-2, 2**63, "7"):
+            with pytest.raises(KafkaLogError, match="producer_id"):
+                log.producer_position(bad)  # type: ignore[arg-type]
+    finally:
+        log.close()

@@ -98,7 +98,7 @@ class MappedRegion(NamedTuple):
 
 
 def map_region(
-    offset_map: Any,
+    offset_map: KeyOffsetMap,
     buffer: Any,
     segment: int,
     position: int,
@@ -132,7 +132,7 @@ class FilteredRegion(NamedTuple):
 
 
 def filter_region(
-    offset_map: Any,
+    offset_map: KeyOffsetMap,
     buffer: Any,
     segment: int,
     position: int,
