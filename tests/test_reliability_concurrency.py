@@ -247,3 +247,34 @@ def test_a_read_racing_segment_close_never_reads_another_file(tmp_path: Path) ->
     with pytest.raises(KafkaLogError):
         seg.log.read(0, 10)
     log.close_without_flush()
+
+
+def test_read_records_racing_a_segment_deletion_retries_instead_of_reporting_a_closed_log(
+    tmp_path: Path,
+) -> None:
+    """With file.delete.delay.ms=0 the slice a read returned can be gone before it is read
+    (seen in the opfuzz test): read_records must read again on the new segment list, which
+    here says OFFSET_OUT_OF_RANGE, and never blame a closed log that is open."""
+    config = LogConfig.from_properties({"file.delete.delay.ms": "0", "retention.ms": "-1"})
+    log = Log.open(tmp_path / "t-0", config)
+    try:
+        log.append(records(5))
+        log.roll()
+        log.append(records(5))
+        real_read = log.read
+        moved: list[bool] = []
+
+        def read_then_retention_moves(*args: object, **kwargs: object) -> object:
+            info = real_read(*args, **kwargs)  # type: ignore[arg-type]
+            if not moved:  # between the read and the decode, retention deletes segment 0
+                moved.append(True)
+                log.maybe_increment_log_start_offset(5)
+                assert log.delete_old_segments() == 1
+            return info
+
+        log.read = read_then_retention_moves  # type: ignore[method-assign]
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read_records(0)
+        assert [r.offset for r in log.read_records(5)] == [5, 6, 7, 8, 9]
+    finally:
+        log.close()

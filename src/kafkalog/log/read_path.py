@@ -203,7 +203,13 @@ class ReadPath:
     ) -> list[Record]:
         """Convenience: the records at or after ``start_offset`` in one read (control records
         and earlier records of the first batch are skipped; with READ_COMMITTED, aborted
-        records too)."""
+        records too). The slice is read at once, so a segment deleted in between (with
+        ``file.delete.delay.ms`` elapsed) makes the whole read run again, like ``read``."""
+        return self._retrying(lambda: self._read_records(start_offset, max_bytes, isolation))
+
+    def _read_records(
+        self, start_offset: int, max_bytes: int, isolation: IsolationLevel | None
+    ) -> list[Record]:
         info = self.read(start_offset, max_bytes, isolation=isolation)
         if info.records is None:
             return []
