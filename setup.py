@@ -38,8 +38,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "kafkalog.storage._pagein",
-            ["src/kafkalog/storage/_pagein.c"],
+            "kafkalog.cleaner._pagein",
+            ["src/kafkalog/cleaner/_pagein.c"],
             extra_compile_args=[
                 "-O2",
                 "-std=c11",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import page_in
+from kafkalog.cleaner import page_in
 from kafkalog.storage.background import BackgroundJob, BackgroundWorker
 from kafkalog.storage.file_records import FileRecords
 
@@ -39,18 +39,20 @@ def test_paging_in_a_range_leaves_the_data_as_it_was(tmp_path: Path) -> None:
     records = FileRecords(tmp_path / "00000000000000000000.log")
     records.append(data)
     try:
-        assert records.page_in(0, 4096)  # nothing mapped yet: the mapping is made
+        assert page_in.page_in(records, 0, 4096)  # nothing mapped yet: the mapping is made
         with records.mapped() as view:
-            assert records.page_in(4097, len(data) + 4096)  # unaligned, past the end: clipped
-            job = records.page_in_ahead(0, 1 << 20)
+            assert page_in.page_in(
+                records, 4097, len(data) + 4096
+            )  # unaligned, past the end: clipped
+            job = page_in.page_in_ahead(records, 0, 1 << 20)
             assert job is not None
             job.wait()
             assert bytes(view) == data
-        assert not records.page_in(10, 10)  # an empty range
-        assert not records.page_in(len(data), len(data) + 10)  # nothing there
+        assert not page_in.page_in(records, 10, 10)  # an empty range
+        assert not page_in.page_in(records, len(data), len(data) + 10)  # nothing there
     finally:
         records.close()
-    assert not records.page_in(0, 10)  # closed: nothing to do, no error
+    assert not page_in.page_in(records, 0, 10)  # closed: nothing to do, no error
 
 
 def test_without_the_helper_nothing_is_paged_in(
@@ -61,8 +63,8 @@ def test_without_the_helper_nothing_is_paged_in(
     records.append(b"x" * 8192)
     try:
         with records.mapped():
-            assert not records.page_in(0, 8192)
-            assert records.page_in_ahead(0, 8192) is None
+            assert not page_in.page_in(records, 0, 8192)
+            assert page_in.page_in_ahead(records, 0, 8192) is None
     finally:
         records.close()
 
@@ -97,7 +99,7 @@ def test_truncation_waits_for_a_page_in_under_way(
     records = FileRecords(tmp_path / "00000000000000000000.log")
     records.append(b"x" * 65536)
     try:
-        paging = threading.Thread(target=records.page_in, args=(0, 65536))
+        paging = threading.Thread(target=page_in.page_in, args=(records, 0, 65536))
         paging.start()
         assert started.wait(10)
         truncating = threading.Thread(target=records.truncate_to, args=(0,))

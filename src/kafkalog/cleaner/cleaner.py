@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
 from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.page_in import page_in_ahead
 from kafkalog.cleaner.policy import CleanedTransactionMetadata, CleanerCounters, LogCleanerFilter
 from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segments_by_size
 from kafkalog.cleaner.throttler import Throttler
@@ -166,15 +167,15 @@ class Cleaner:
         size = seg.size
         with seg.log.mapped(size) as view:
             if compiled is not None:  # usually asked for by the walk before: then quick
-                seg.log.page_in_ahead(position, min(size, position + WALK_BYTES))
+                page_in_ahead(seg.log, position, min(size, position + WALK_BYTES))
             while position < size:
                 self.check_done()
                 until = min(size, position + WALK_BYTES)
                 if compiled is not None:  # the next stretch gets mapped while this one is parsed
                     if until < size:
-                        seg.log.page_in_ahead(until, min(size, until + WALK_BYTES))
+                        page_in_ahead(seg.log, until, min(size, until + WALK_BYTES))
                     elif following is not None:
-                        following.log.page_in_ahead(0, WALK_BYTES)
+                        page_in_ahead(following.log, 0, WALK_BYTES)
                     walked = map_region(
                         compiled, view, seg.base_offset, position, until, start=start,
                         max_batch_size=self._buffer_size,

@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, cast
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError, LogClosedError
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords, ScanStop
 from kafkalog.records.scanner import batch_extent, next_batch_size
-from kafkalog.storage import page_in as paging
-from kafkalog.storage.background import BackgroundJob
 from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 from kafkalog.types import INT32_MAX
 
@@ -266,37 +264,6 @@ class FileRecords:
         return FileSlice(self, position, min(size, current - position))
 
     # --- scanning -------------------------------------------------------------------------------
-
-    def page_in(self, start: int, end: int) -> bool:
-        """Map the pages of data ``[start, end)`` into this process's page tables now
-        (kafkalog.storage.page_in), rather than at a fault every page as a walk first touches
-        them; the mapping is made if there is none yet, so that a walk can be given the next
-        segment's first stretch. Best effort: False where it cannot be done."""
-        if not paging.available():
-            return False
-        try:
-            self._pin()
-        except LogClosedError:
-            return False
-        try:
-            end = min(end, self._size)
-            mapping = self._pinned_mapping(end) if end > start else None
-            if mapping is None:
-                return False
-            end = min(end, len(mapping))
-            if end <= start:
-                return False
-            with memoryview(mapping) as view:
-                return paging.populate(view, start, end)
-        finally:
-            self._unpin()
-
-    def page_in_ahead(self, start: int, end: int) -> BackgroundJob | None:
-        """``page_in`` on a worker thread, so a walk over the range before it does not wait;
-        None where paging in is not possible. Waiting on the job is optional."""
-        if not paging.available():
-            return None
-        return paging.WORKER.submit(BackgroundJob(lambda: self.page_in(start, end)))
 
     def _shrink_file(self, fd: int, size: int) -> None:
         """ftruncate once no reader can still be inside the part cut off."""
