@@ -21,6 +21,7 @@ from kafkalog.cleaner.selection import (
 )
 from kafkalog.cleaner.throttler import Throttler
 from kafkalog.errors import InvalidConfigError, InvalidRecordError, LogCleaningAbortedError
+from kafkalog.log.cleanable import CleanableLog
 from kafkalog.records import MemoryRecords
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.builder import RecordBatchBuilder
@@ -545,7 +546,7 @@ def test_abort_pauses_and_resume_releases(tmp_path: Path) -> None:
     grabbed = manager.grab_filthiest_compacted_log()
     assert grabbed is not None
     with pytest.raises(LogCleaningAbortedError):
-        inner.clean(grabbed[1], grabbed[2])
+        inner.clean(grabbed[1].cleanable, grabbed[2])
     manager.done_cleaning(TP, log.directory.parent, None)
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
 
@@ -579,7 +580,7 @@ def test_a_failed_swap_removes_the_cleaned_files_and_keeps_the_data(
     def failing_swap(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(Log, "replace_segments", failing_swap)
+    monkeypatch.setattr(CleanableLog, "replace_segments", failing_swap)
     (result,) = cleaner_for(log, clock).run_once()
     assert result.error is not None and "disk full" in result.error
     directory = tmp_path / "t-0"

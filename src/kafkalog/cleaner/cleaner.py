@@ -26,8 +26,7 @@ from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segment
 from kafkalog.cleaner.throttler import Throttler
 from kafkalog.clock import Clock
 from kafkalog.errors import CorruptRecordError
-from kafkalog.log.log import Log
-from kafkalog.log.swap import LastRecord
+from kafkalog.log.cleanable import CleanableLog, LastRecord
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.filter import FilterResult, RetainedBatch, filter_batches
 from kafkalog.records.scanner import BatchScanner, next_batch_size
@@ -99,7 +98,7 @@ class Cleaner:
         )
         self._buffer_size = config.io_buffer_per_thread
 
-    def clean(self, log: Log, to_clean: LogToClean) -> tuple[int, CleanerStats]:
+    def clean(self, log: CleanableLog, to_clean: LogToClean) -> tuple[int, CleanerStats]:
         """Run one round; return the next first dirty offset and the round's stats."""
         stats = CleanerStats(first_dirty_offset=to_clean.first_dirty_offset)
         start_ns = self.clock.nanoseconds()
@@ -139,7 +138,7 @@ class Cleaner:
     # --- the offset map --------------------------------------------------------------------------
 
     def _build_offset_map(
-        self, log: Log, start: int, end: int, max_message: int, stats: CleanerStats
+        self, log: CleanableLog, start: int, end: int, max_message: int, stats: CleanerStats
     ) -> None:
         dirty = [s for s in log.segments.values(start, end) if s.base_offset < end]
         txns = CleanedTransactionMetadata()
@@ -265,7 +264,7 @@ class Cleaner:
 
     def _clean_segments(
         self,
-        log: Log,
+        log: CleanableLog,
         sources: list[LogSegment],
         now: int,
         legacy_horizon: int,

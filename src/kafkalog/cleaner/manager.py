@@ -264,7 +264,7 @@ class LogCleaner:
         stats: CleanerStats | None = None
         error: str | None = None
         try:
-            end, stats = cleaner.clean(log, to_clean)
+            end, stats = cleaner.clean(log.cleanable, to_clean)
         except LogCleaningAbortedError as err:
             error = str(err)
         except Exception as err:  # a bad partition must not stop the cleaner thread

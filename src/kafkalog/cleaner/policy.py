@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kafkalog.cleaner.keymap import FilteredRegion, filter_records, filter_region
 from kafkalog.cleaner.offset_map import OffsetMap
-from kafkalog.log.swap import LastRecord
+from kafkalog.log.cleanable import LastRecord
 from kafkalog.records import Record
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key

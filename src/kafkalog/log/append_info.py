@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kafkalog.types import CompressionType
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogAppendInfo:
     """First/last offset, max timestamp and its (shallow) offset, counts and sizes.
 

@@ -1,12 +1,11 @@
-"""The partition Log: offsets, roll, flush, truncation and lifecycle (Kafka's UnifiedLog and
-LocalLog).
+"""The partition Log: what the records mean, over the files LocalLog keeps (Kafka's UnifiedLog).
 
-Why: the object users hold. It owns the segment list and the offsets (log start, log end, high
-watermark, last stable offset, recovery point), serialises writers on one lock, and lets readers
-run without it over immutable snapshots. Appends live in ``write_path``, reads in ``read_path``,
-recovery in the loader, producer state in its manager: this class wires them together. Refuses:
-retention and compaction (LogManager and the cleaner decide those), and serving anything outside
-[log start, log end].
+Why: the object users hold. It owns the log start offset, high watermark and last stable offset
+(Watermarks), producer state and leader epochs, and composes the parts that do the work: the
+LocalLog (segments, log end, recovery point, roll, flush, truncation), a LogAppender (every
+append, under the log lock), a LogReader (every read, without it) and a CleanableLog (what the
+cleaner may touch). Refuses: retention and compaction policy (LogManager and the cleaner decide
+those), and serving anything outside [log start, log end].
 """
 
 from __future__ import annotations
@@ -14,50 +13,54 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from kafkalog.clock import SYSTEM_CLOCK, Clock
-from kafkalog.errors import (
-    InvalidOffsetError,
-    LogClosedError,
-    OffsetOutOfRangeError,
-)
+from kafkalog.errors import LogClosedError, OffsetOutOfRangeError
+from kafkalog.log.append_info import LogAppendInfo
+from kafkalog.log.cleanable import CleanableLog
 from kafkalog.log.config import LogConfig
-from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.loader import LoadResult, load
+from kafkalog.log.local_log import LocalLog
+from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.log.producer_state import ProducerPosition
 from kafkalog.log.producer_state_manager import (
     ProducerStateConfig,
     ProducerStateManager,
     rebuild_producer_state,
 )
-from kafkalog.log.read_path import ReadPath
+from kafkalog.log.read_path import LogReader
 from kafkalog.log.retention import (
-    Predicate,
     RetentionReason,
     SegmentView,
+    breach_predicate,
     deletable_prefix,
-    log_start_offset_breach,
-    retention_ms_breach,
-    retention_size_breach,
 )
 from kafkalog.log.standalone import StandaloneState
-from kafkalog.log.swap import SegmentReplacement
-from kafkalog.log.txn_timeout import timed_out_transactions
-from kafkalog.log.write_path import WritePath
-from kafkalog.storage import filenames as fn
-from kafkalog.storage.atomic import delete_if_exists, fsync_dir
+from kafkalog.log.watermarks import Watermarks
+from kafkalog.log.write_path import Buffer, LogAppender
+from kafkalog.records import MemoryRecords, Record
 from kafkalog.storage.dir_lock import DirectoryLock
 from kafkalog.storage.faults import storage_call
+from kafkalog.storage.file_records import TimestampAndOffset
 from kafkalog.storage.producer_snapshot import fsync_snapshot
-from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
+from kafkalog.storage.segment import FetchDataInfo, LogSegment
 from kafkalog.storage.segments import LogSegments
-from kafkalog.types import INT64_MAX, check_int, check_offset
+from kafkalog.types import (
+    INT64_MAX,
+    CompressionType,
+    ControlRecordType,
+    IsolationLevel,
+    check_int,
+    check_offset,
+)
 
 logger = logging.getLogger("kafkalog.log")
 
 
-class Log(ReadPath, WritePath, SegmentReplacement):
+class Log:
     """One partition's log.
 
     Invariants: log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset;
@@ -77,29 +80,31 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         rng: random.Random,
         locks: tuple[DirectoryLock, ...] = (),
     ) -> None:
-        self.directory = directory
         self._locks = locks
-        self.config = config
-        self.clock = clock
-        self.leader_epoch_cache = epochs
-        self.producer_state: ProducerStateManager = loaded.producer_state
-        self.load_result = loaded
-        self.segments: LogSegments = loaded.segments
+        self._epochs = epochs
+        self._producer_state = loaded.producer_state
+        self._load_result = loaded
         self._standalone = standalone
-        self._rng = rng
         self._lock = threading.RLock()
         self._closed = False
-        self._log_start_offset = loaded.log_start_offset
-        self._recovery_point = loaded.recovery_point
-        active = self._active()
-        self._leo = LogOffsetMetadata(loaded.next_offset, active.base_offset, active.size)
-        self._high_watermark = self._leo
-        self._first_unstable_offset: LogOffsetMetadata | None = None
-        self._update_first_unstable_offset()
-        self._last_flush_ms = clock.milliseconds()
-        self._deleter = SegmentDeleter(clock, config.file_delete_delay_ms)
-        self.segments_generation = 0
-        self.auto_high_watermark = True  # no replication: everything written is committed
+        self._local = LocalLog(directory, config, clock, loaded, rng)
+        self._marks = Watermarks(
+            self._local, self._producer_state, loaded.log_start_offset, self._lock
+        )
+        self._appender = LogAppender(
+            self._local,
+            self._marks,
+            self._producer_state,
+            epochs,
+            self._lock,
+            self._check_open,
+            self.roll,
+            self.flush,
+        )
+        self._reader = LogReader(self._local, self._marks, epochs, lambda: self._closed)
+        self._cleanable = CleanableLog(
+            self._local, self._producer_state, self._lock, self._check_open
+        )
 
     @classmethod
     def open(
@@ -166,98 +171,200 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             DirectoryLock.release_all(locks)
             raise
 
+    # --- what the Log is made of (read-only) ------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self._local.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    @property
+    def segments(self) -> LogSegments:
+        return self._local.segments
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epochs
+
+    @property
+    def load_result(self) -> LoadResult:
+        """What opening the log found and repaired."""
+        return self._load_result
+
+    @property
+    def cleanable(self) -> CleanableLog:
+        """The narrow view the cleaner works through."""
+        return self._cleanable
+
     # --- offsets -------------------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._marks.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo.message_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark.message_offset
+        return self._marks.high_watermark
 
     @property
     def last_stable_offset(self) -> int:
         """The offset below which every transaction is decided (and replicated): READ_COMMITTED
         readers stop here."""
-        first = self._first_unstable_offset
-        hw = self.high_watermark
-        return first.message_offset if first is not None and first.message_offset < hw else hw
-
-    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
-        first, hw = self._first_unstable_offset, self._high_watermark
-        if first is None or first.message_offset >= hw.message_offset:
-            return hw
-        if first.message_offset_only:
-            with self._lock:
-                resolved = self._offset_metadata(first.message_offset)
-                if self._first_unstable_offset == first:
-                    self._first_unstable_offset = resolved
-                return resolved
-        return first
-
-    def _update_first_unstable_offset(self) -> None:
-        first = self.producer_state.first_unstable_offset()
-        if first is not None and (
-            first.message_offset_only or first.message_offset < self._log_start_offset
-        ):
-            first = self._offset_metadata(max(first.message_offset, self._log_start_offset))
-        self._first_unstable_offset = first
-
-    def _set_high_watermark(self, metadata: LogOffsetMetadata) -> None:
-        self._high_watermark = metadata
-        self.producer_state.on_high_watermark_updated(metadata.message_offset)
-        self._update_first_unstable_offset()
+        return self._marks.last_stable_offset
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def size_in_bytes(self) -> int:
-        return self.segments.size_in_bytes()
+        return self._local.segments.size_in_bytes()
 
     @property
     def number_of_segments(self) -> int:
-        return len(self.segments)
-
-    def _active(self) -> LogSegment:
-        seg = self.segments.last_segment()
-        assert seg is not None, "a loaded log always has an active segment"
-        return seg
+        return len(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._active()
+        return self._local.active_segment
+
+    @property
+    def auto_high_watermark(self) -> bool:
+        """True (the default): the high watermark follows every append, as nothing replicates.
+        Set False to move it only with ``update_high_watermark``, as a leader waiting for
+        followers would."""
+        return self._marks.auto_high_watermark
+
+    @auto_high_watermark.setter
+    def auto_high_watermark(self, value: bool) -> None:
+        self._marks.auto_high_watermark = bool(value)
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end] (a follower's update)."""
         check_int("high watermark", offset, -INT64_MAX - 1, INT64_MAX)
         with self._lock:
-            offset = min(max(offset, self._log_start_offset), self.log_end_offset)
-            self._set_high_watermark(self._offset_metadata(offset))
+            offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+            self._marks.set_high_watermark(self._local.offset_metadata(offset))
             return offset
 
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
 
+    # --- appends (LogAppender) -------------------------------------------------------------------
+
+    def append(
+        self,
+        records: Iterable[Record],
+        *,
+        compression: CompressionType | str | None = None,
+        leader_epoch: int = 0,
+        producer: ProducerFields | None = None,
+    ) -> LogAppendInfo:
+        """Append Python records as the leader (LogAppender.append): ``None`` timestamps become
+        the clock's time; ``producer`` makes the append idempotent (and transactional)."""
+        return self._appender.append(
+            records, compression=compression, leader_epoch=leader_epoch, producer=producer
+        )
+
+    def append_records(
+        self, records: MemoryRecords | Buffer, *, leader_epoch: int = 0
+    ) -> LogAppendInfo:
+        """Append batches a producer built, as the leader: validate, assign offsets, write."""
+        return self._appender.append_records(records, leader_epoch=leader_epoch)
+
+    def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
+        """Append replicated batches verbatim: offsets, epochs and timestamps are kept."""
+        return self._appender.append_as_follower(records)
+
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlRecordType | str,
+        coordinator_epoch: int = 0,
+        *,
+        leader_epoch: int = 0,
+        timestamp: int | None = None,
+    ) -> LogAppendInfo:
+        """Write a COMMIT or ABORT marker for the producer's transaction (the transaction
+        coordinator's WriteTxnMarkers). An ABORT closing data adds a ``.txnindex`` entry."""
+        return self._appender.append_end_txn_marker(
+            producer_id,
+            producer_epoch,
+            marker,
+            coordinator_epoch,
+            leader_epoch=leader_epoch,
+            timestamp=timestamp,
+        )
+
+    def producer_position(self, producer_id: int) -> ProducerPosition | None:
+        """Where ``producer_id`` stands in this partition (its epoch, next sequence, open
+        transaction, last marker's coordinator epoch); None if the log has no state for it."""
+        check_int("producer_id", producer_id, 0, INT64_MAX)
+        with self._lock:
+            entry = self._producer_state.last_entry(producer_id)
+            return None if entry is None else entry.position
+
+    # --- reads (LogReader) -----------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+        isolation: IsolationLevel | None = None,
+    ) -> FetchDataInfo:
+        """Whole batches from ``start_offset`` as a file slice, up to ``max_bytes``, never past
+        the high watermark (READ_COMMITTED: the last stable offset) or ``max_offset``."""
+        return self._reader.read(start_offset, max_bytes, max_offset, min_one_message, isolation)
+
+    def read_records(
+        self,
+        start_offset: int,
+        max_bytes: int = 1 << 20,
+        isolation: IsolationLevel | None = None,
+    ) -> list[Record]:
+        """The records at or after ``start_offset`` in one read (no control records; with
+        READ_COMMITTED, no aborted ones)."""
+        return self._reader.read_records(start_offset, max_bytes, isolation)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``timestamp`` (Kafka's
+        UnifiedLog.fetchOffsetByTimestamp), or None."""
+        return self._reader.offset_for_timestamp(timestamp)
+
+    def list_offsets(
+        self, target: int, isolation: IsolationLevel | None = None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest (per isolation level), -3 max timestamp, or a
+        timestamp >= 0."""
+        return self._reader.list_offsets(target, isolation)
+
+    # --- roll and flush --------------------------------------------------------------------------
+
     def flush_if_due(self) -> bool:
         """Apply ``flush.ms`` now (the LogManager's flusher calls this periodically)."""
         with self._lock:
-            if (
-                self._closed
-                or self.clock.milliseconds() - self._last_flush_ms < self.config.flush_ms
-            ):
+            due = (
+                self._local.clock.milliseconds() - self._local.last_flush_ms >= self.config.flush_ms
+            )
+            if self._closed or not due:
                 return False
             self.flush()
             return True
-
-    # --- roll ----------------------------------------------------------------------------------
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
@@ -266,40 +373,11 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         with self._lock:
             self._check_open()
             new_base = max(expected_next_offset or 0, self.log_end_offset)
-            active = self._active()
-            existing = self.segments.get(new_base)
-            if existing is not None:
-                if existing is active and active.size == 0:
-                    self.segments.remove(new_base)
-                    active.delete_files()  # KAFKA-6388: replace an empty active segment
-                else:
-                    raise InvalidOffsetError(
-                        f"segment {new_base} already exists in {self.directory}"
-                    )
-            elif new_base < active.base_offset:
-                raise InvalidOffsetError(
-                    f"cannot roll to {new_base}, below the active segment base {active.base_offset}"
-                )
-            else:
-                active.on_become_inactive()
-            for path in (
-                fn.log_file(self.directory, new_base),
-                fn.offset_index_file(self.directory, new_base),
-                fn.time_index_file(self.directory, new_base),
-                fn.transaction_index_file(self.directory, new_base),
-            ):
-                delete_if_exists(path)
-            seg = self._new_segment(new_base)
-            self.segments.add(seg)
-            old_end = self.log_end_offset
-            # a roll past the log end leaves a gap: the next offset given is the new base, so
-            # no offset can ever be below its segment's base
-            self._leo = LogOffsetMetadata(new_base, new_base, 0)
+            seg, old_end = self._local.roll(new_base)
             # a snapshot at the new base lets recovery of this segment start from it
-            self.producer_state.update_map_end_offset(new_base)
-            snapshot = self.producer_state.take_snapshot(sync=False)
-            if self._high_watermark.message_offset == old_end:
-                self._set_high_watermark(self._leo)
+            self._producer_state.update_map_end_offset(new_base)
+            snapshot = self._producer_state.take_snapshot(sync=False)
+            self._marks.follow_log_end_from(old_end)
             if snapshot is not None:
                 fsync_snapshot(snapshot)
             self.flush(new_base)
@@ -308,27 +386,6 @@ class Log(ReadPath, WritePath, SegmentReplacement):
                 self.delete_snapshots_after_recovery_point_checkpoint()
             return seg
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(
-            self.directory,
-            base_offset,
-            self.config.segment_params(),
-            self.clock,
-            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-        )
-
-    def _drop_segment(self, seg: LogSegment) -> None:
-        """Take a segment out of the list now; its files go after ``file.delete.delay.ms``."""
-        self.segments.remove(seg.base_offset)
-        self.segments_generation += 1
-        self._deleter.schedule(seg)
-
-    def _save_standalone_state(self) -> None:
-        if self._standalone is not None:
-            self._standalone.save(self._recovery_point, self._log_start_offset)
-
-    # --- flush ---------------------------------------------------------------------------------
-
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment overlapping [recovery point, offset) and advance the recovery point
         (default: everything, up to the log end offset)."""
@@ -336,18 +393,11 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             check_offset("flush offset", offset)
         with self._lock:
             self._check_open()
-            offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-            if offset <= self._recovery_point:
-                return
-            old = self._recovery_point
-            touched_new = False
-            for seg in self.segments.values(from_offset=old, to_offset=offset):
-                seg.flush()
-                touched_new |= seg.base_offset >= old
-            if touched_new:
-                fsync_dir(self.directory)
-            self._recovery_point = offset
-            self._last_flush_ms = self.clock.milliseconds()
+            self._local.flush(self.log_end_offset if offset is None else offset)
+
+    def _save_standalone_state(self) -> None:
+        if self._standalone is not None:
+            self._standalone.save(self.recovery_point, self.log_start_offset)
 
     # --- truncation and log start ----------------------------------------------------------------
 
@@ -357,56 +407,42 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                self._epochs.truncate_from_end(self.log_end_offset)
                 return False
             first = self.segments.first_segment()
             if first is None or offset < first.base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
-            self.segments_generation += 1  # a cleaning round must not swap in what we cut
-            for seg in self.segments.higher_segments(offset):
-                self._drop_segment(seg)
-            active = self._active()
-            offset = min(offset, active.base_offset_of_batch_holding(offset))  # a batch goes whole
-            active.truncate_to(offset)
-            active.resize_indexes(self.config.segment_index_bytes)
-            self._leo = LogOffsetMetadata(offset, active.base_offset, active.size)
-            self.leader_epoch_cache.truncate_from_end(offset)
-            self._log_start_offset = min(offset, self._log_start_offset)
+            offset = self._local.truncate_to(offset)
+            self._epochs.truncate_from_end(offset)
+            self._marks.log_start_offset = min(offset, self.log_start_offset)
             self._rebuild_producer_state(offset)
-            if self._high_watermark.message_offset >= offset:
-                self._set_high_watermark(self._leo)
-            self._recovery_point = min(self._recovery_point, offset)
+            self._marks.follow_log_end_from(offset)
             self._save_standalone_state()
             return True
 
     def _rebuild_producer_state(self, last_offset: int) -> None:
         rebuild_producer_state(
-            self.producer_state,
+            self._producer_state,
             self.segments,
-            log_start_offset=self._log_start_offset,
+            log_start_offset=self.log_start_offset,
             last_offset=last_offset,
-            now=self.clock.milliseconds(),
+            now=self._local.clock.milliseconds(),
             reload_from_clean_shutdown=False,
         )
-        self._update_first_unstable_offset()
+        self._marks.update_first_unstable_offset()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``."""
         check_offset("new log start offset", offset)
         with self._lock:
             self._check_open()
-            for seg in list(self.segments):
-                self._drop_segment(seg)
-            seg = self._new_segment(offset)
-            self.segments.add(seg)
-            self.leader_epoch_cache.clear()
-            self._log_start_offset = offset
-            self._leo = LogOffsetMetadata(offset, offset, 0)
-            self.producer_state.truncate_fully_and_start_at(offset)
+            self._local.truncate_fully_and_start_at(offset)
+            self._epochs.clear()
+            self._marks.log_start_offset = offset
+            self._producer_state.truncate_fully_and_start_at(offset)
             self._rebuild_producer_state(offset)
-            self._set_high_watermark(self._leo)
-            self._recovery_point = offset
+            self._marks.set_high_watermark(self._local.log_end_offset_metadata)
             self._save_standalone_state()
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
@@ -422,15 +458,10 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             return self._increment_start_offset(offset)
 
     def _increment_start_offset(self, offset: int) -> bool:
-        if offset <= self._log_start_offset:
+        if not self._marks.increment_log_start_offset(offset):
             return False
-        self._log_start_offset = offset
-        if self._high_watermark.message_offset < offset:
-            self._high_watermark = self._offset_metadata(offset)
-        self._recovery_point = max(self._recovery_point, offset)
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
-        self._update_first_unstable_offset()
+        self._local.raise_recovery_point(offset)
+        self._epochs.truncate_from_start(offset)
         self._save_standalone_state()  # Kafka waits for its 60 s checkpoint; we need not
         return True
 
@@ -446,7 +477,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         if self.config.delete:
             deleted += self._delete_breached(RetentionReason.RETENTION_SIZE_BREACH)
             deleted += self._delete_breached(RetentionReason.RETENTION_MS_BREACH)
-        self._deleter.run()
+        self._local.delete_due_files()
         return deleted
 
     def _delete_breached(self, reason: RetentionReason) -> int:
@@ -454,15 +485,14 @@ class Log(ReadPath, WritePath, SegmentReplacement):
             self._check_open()
             segments = list(self.segments)
             views = [SegmentView(s.base_offset, s.size, s.largest_timestamp()) for s in segments]
-            predicate: Predicate | None
-            if reason is RetentionReason.LOG_START_OFFSET_BREACH:
-                predicate = log_start_offset_breach(self._log_start_offset)
-            elif reason is RetentionReason.RETENTION_SIZE_BREACH:
-                total = sum(v.size for v in views)
-                predicate = retention_size_breach(total, self.config.retention_bytes)
-            else:
-                now = self.clock.milliseconds()
-                predicate = retention_ms_breach(now, self.config.retention_ms)
+            predicate = breach_predicate(
+                reason,
+                views,
+                log_start_offset=self.log_start_offset,
+                retention_bytes=self.config.retention_bytes,
+                retention_ms=self.config.retention_ms,
+                now=self._local.clock.milliseconds(),
+            )
             if predicate is None:
                 return 0
             count = deletable_prefix(
@@ -479,10 +509,10 @@ class Log(ReadPath, WritePath, SegmentReplacement):
                 if doomed[-1].base_offset == fresh.base_offset:
                     doomed = doomed[:-1]
             for seg in doomed:
-                self._drop_segment(seg)
-                snapshot = self.producer_state.mark_snapshot_for_deletion(seg.base_offset)
+                self._local.remove_and_delete_segment(seg)
+                snapshot = self._producer_state.mark_snapshot_for_deletion(seg.base_offset)
                 if snapshot is not None:
-                    self._deleter.schedule_file(snapshot)
+                    self._local.schedule_file_deletion(snapshot)
             first = self.segments.first_segment()
             assert first is not None
             self._increment_start_offset(first.base_offset)
@@ -491,7 +521,7 @@ class Log(ReadPath, WritePath, SegmentReplacement):
                 count,
                 self.directory.name,
                 reason.value,
-                self._log_start_offset,
+                self.log_start_offset,
             )
             return count
 
@@ -501,13 +531,8 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         each recovery-point checkpoint, so a snapshot per roll does not pile up). Returns the
         lowest offset kept."""
         with self._lock:
-            active = self._active().base_offset
-            below_active = self.segments.floor_segment(active - 1) if active > 0 else None
-            two_segments = below_active.base_offset if below_active else active
-            point = self._recovery_point
-            below_point = self.segments.floor_segment(point - 1) if point > 0 else None
-            keep = min(below_point.base_offset if below_point else point, two_segments)
-            self.producer_state.delete_snapshots_before(keep)
+            keep = self._local.lowest_offset_recovery_may_need()
+            self._producer_state.delete_snapshots_before(keep)
             return keep
 
     def remove_expired_producers(self) -> list[int]:
@@ -515,24 +540,12 @@ class Log(ReadPath, WritePath, SegmentReplacement):
         LogManager runs this every ``producer.id.expiration.check.interval.ms``)."""
         with self._lock:
             self._check_open()
-            return self.producer_state.remove_expired_producers(self.clock.milliseconds())
+            return self._producer_state.remove_expired_producers(self._local.clock.milliseconds())
 
     def abort_timed_out_transactions(self, timeout_ms: int) -> list[int]:
         """Write an ABORT marker for every transaction idle for ``timeout_ms`` (Kafka's
-        ``transaction.timeout.ms``; log.txn_timeout); returns the producers aborted."""
-        check_int("timeout_ms", timeout_ms, 0, INT64_MAX)
-        with self._lock:
-            self._check_open()
-            doomed = timed_out_transactions(
-                self.producer_state, self.segments, self.clock.milliseconds(), timeout_ms
-            )
-            for txn in doomed:
-                self.append_end_txn_marker(
-                    txn.producer_id, txn.producer_epoch, "abort", txn.coordinator_epoch
-                )
-                msg = "aborted the idle transaction of producer %d in %s"
-                logger.warning(msg, txn.producer_id, self.directory.name)
-        return [txn.producer_id for txn in doomed]
+        ``transaction.timeout.ms``); returns the producers aborted."""
+        return self._appender.abort_timed_out_transactions(timeout_ms)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -546,40 +559,24 @@ class Log(ReadPath, WritePath, SegmentReplacement):
                 return
             try:
                 # a snapshot at the log end spares the next open a scan of the log
-                self.producer_state.take_snapshot()
+                self._producer_state.take_snapshot()
                 self.flush()
-                self._active().flush()  # as Kafka's shutdown: this creates the active indexes
-                failed: BaseException | None = None
-                for seg in self.segments:
-                    try:
-                        seg.close()
-                    except BaseException as err:
-                        failed = failed or err
-                if failed is not None:
-                    raise failed
-                self._deleter.run(force=True)
+                self._local.close()
                 if self._standalone is not None:
-                    self._standalone.mark_clean_shutdown(
-                        self._recovery_point, self._log_start_offset
-                    )
+                    self._standalone.mark_clean_shutdown(self.recovery_point, self.log_start_offset)
             except BaseException:
-                for seg in self.segments:
-                    seg.close_handlers()
+                self._local.close_handlers()
                 raise
             finally:
                 self._closed = True
-                self._release_locks()
+                DirectoryLock.release_all(self._locks)
 
     def close_without_flush(self) -> None:
         """Release file handles as after a crash: no flush, no trim, no marker (tests, tools)."""
         with self._lock:
-            for seg in self.segments:
-                seg.close_handlers()
+            self._local.close_handlers()
             self._closed = True
-            self._release_locks()
-
-    def _release_locks(self) -> None:
-        DirectoryLock.release_all(self._locks)
+            DirectoryLock.release_all(self._locks)
 
     @property
     def closed(self) -> bool:

@@ -1,31 +1,30 @@
-"""The Log's read path: reads bounded by the high watermark, offset metadata, and the
+"""The Log's reader: fetches bounded by the high watermark or the last stable offset, and the
 timestamp and ListOffsets lookups (Kafka's UnifiedLog.read, fetchOffsetByTimestamp).
 
-Why: reads never take the log lock; they work from the segment list's snapshot and the offset
-metadata the writer publishes, so this half of the Log stands apart from the write path.
+Why: reads never take the log lock; they work from the segment list's snapshot and the offsets
+the writer publishes (LocalLog, Watermarks), so the reader holds only those and the leader
+epoch cache, and cannot change any of them.
 Refuses: any mutation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from kafkalog.errors import InvalidArgumentError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.log.leader_epoch import LeaderEpochCache
+from kafkalog.log.local_log import LocalLog
+from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import (
     AbortedTransaction,
-    AnyBatch,
     BatchScanner,
     Record,
     ScanStop,
     committed_records,
 )
-from kafkalog.records.committed import aborted_from_markers
 from kafkalog.storage.file_records import TimestampAndOffset
-from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
-from kafkalog.storage.segments import LogSegments
+from kafkalog.storage.segment import FetchDataInfo, LogSegment
 from kafkalog.types import (
     INT32_MAX,
     INT64_MAX,
@@ -42,39 +41,21 @@ MAX_READ_RETRIES = 8
 T = TypeVar("T")
 
 
-class ReadPath:
-    """Mixed into Log; reads only the attributes declared here."""
+class LogReader:
+    """Reads one partition's Log without its lock; a read racing a segment's removal is made
+    again on the new segment list."""
 
-    directory: Path
-    segments: LogSegments
-    leader_epoch_cache: LeaderEpochCache
-    _leo: LogOffsetMetadata
-    _high_watermark: LogOffsetMetadata
-    _log_start_offset: int
-    _closed: bool
-
-    if TYPE_CHECKING:
-
-        def _last_stable_offset_metadata(self) -> LogOffsetMetadata: ...
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo.message_offset
-
-    # --- reads ---------------------------------------------------------------------------------
-
-    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
-        """Resolve an offset to (offset, segment base, position of the batch holding it)."""
-        leo = self._leo
-        if offset >= leo.message_offset:
-            return leo
-        seg = self.segments.floor_segment(offset)
-        if seg is None:
-            return LogOffsetMetadata(offset)
-        found = seg.translate_offset(offset)
-        return LogOffsetMetadata(
-            offset, seg.base_offset, seg.size if found is None else found.position
-        )
+    def __init__(
+        self,
+        local: LocalLog,
+        watermarks: Watermarks,
+        epochs: LeaderEpochCache,
+        is_closed: Callable[[], bool],
+    ) -> None:
+        self._local = local
+        self._watermarks = watermarks
+        self._epochs = epochs
+        self._is_closed = is_closed
 
     def _retrying(self, read: Callable[[], T]) -> T:
         """Run a lock-free read again if a segment it had chosen was closed under it (deleted by
@@ -83,7 +64,7 @@ class ReadPath:
             try:
                 return read()
             except LogClosedError:
-                if self._closed:
+                if self._is_closed():
                     raise
         return read()
 
@@ -120,80 +101,52 @@ class ReadPath:
         ``isolation=READ_COMMITTED`` stops at the last stable offset and reports the aborted
         transactions overlapping the result (``committed_records`` drops them).
         """
-        leo = self._leo
-        log_start = self._log_start_offset
+        local, marks = self._local, self._watermarks
+        leo = local.log_end_offset_metadata
+        log_start = marks.log_start_offset
         if start_offset < log_start or start_offset > leo.message_offset:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is out of range [{log_start}, {leo.message_offset}] of "
-                f"{self.directory.name}"
+                f"{local.directory.name}"
             )
         committed = isolation is IsolationLevel.READ_COMMITTED
-        upper = self._last_stable_offset_metadata() if committed else self._high_watermark
+        upper = marks.last_stable_offset_metadata() if committed else marks.high_watermark_metadata
         if max_offset is not None and max_offset < upper.message_offset:
-            upper = self._offset_metadata(max(max_offset, start_offset))
+            upper = local.offset_metadata(max(max_offset, start_offset))
         aborted: list[AbortedTransaction] | None = [] if committed else None
         if start_offset >= upper.message_offset:
             meta = (
                 upper
                 if start_offset == upper.message_offset
-                else self._offset_metadata(start_offset)
+                else local.offset_metadata(start_offset)
             )
             return FetchDataInfo(meta, None, aborted_transactions=aborted)
-        seg = self.segments.floor_segment(start_offset)
-        while seg is not None:
-            if seg.base_offset < upper.segment_base_offset:
-                max_position = seg.size
-            elif seg.base_offset == upper.segment_base_offset:
-                max_position = upper.relative_position_in_segment
-            else:
-                break
-            info = seg.read(start_offset, max_bytes, max_position, min_one_message)
-            if info is not None:
-                if aborted is not None:
-                    return FetchDataInfo(
-                        info.fetch_offset_metadata,
-                        info.records,
-                        info.first_entry_incomplete,
-                        self._aborted_transactions(start_offset, seg, info),
-                    )
-                return info
-            seg = self.segments.higher_segment(seg.base_offset)
-        return FetchDataInfo(self._leo, None, aborted_transactions=aborted)
+        found = local.read(start_offset, max_bytes, upper, min_one_message)
+        if found is None:
+            return FetchDataInfo(local.log_end_offset_metadata, None, aborted_transactions=aborted)
+        seg, info = found
+        if aborted is None:
+            return info
+        return FetchDataInfo(
+            info.fetch_offset_metadata,
+            info.records,
+            info.first_entry_incomplete,
+            self._aborted_transactions(start_offset, seg, info),
+        )
 
     def _aborted_transactions(
         self, start_offset: int, seg: LogSegment, info: FetchDataInfo
     ) -> list[AbortedTransaction]:
-        """The aborted transactions overlapping [start, upper bound of the fetch) (Kafka's
-        LocalLog.collectAbortedTransactions)."""
+        """The aborted transactions overlapping [start, upper bound of the fetch)."""
         position = info.fetch_offset_metadata.relative_position_in_segment
         upper = seg.offset_index.fetch_upper_bound_offset(position, info.size)
         if upper is None:
-            following = self.segments.higher_segment(seg.base_offset)
-            upper = following.base_offset if following is not None else self.log_end_offset
-        chain = [seg, *self.segments.higher_segments(seg.base_offset)]
-        found: list[AbortedTransaction] = []
-        for s in chain:
-            if not s.txn_index_trusted():
-                return self._aborted_from_markers(start_offset, upper, chain)
-            result = s.txn_index.collect_aborted_txns(start_offset, upper)
-            found.extend(AbortedTransaction(t.producer_id, t.first_offset) for t in result.aborted)
-            if result.is_complete:
-                break
-        return found
-
-    @staticmethod
-    def _aborted_from_markers(
-        start_offset: int, upper: int, chain: list[LogSegment]
-    ) -> list[AbortedTransaction]:
-        """The aborted transactions decided by the ABORT markers themselves, for a range whose
-        transaction index cannot be trusted (a segment loaded without its ``.txnindex``)."""
-
-        def batches() -> Iterator[AnyBatch]:
-            for s in chain:
-                position = s.offset_index.lookup(start_offset).position if s is chain[0] else 0
-                yield from s.log.batches(position)
-
-        return aborted_from_markers(batches(), start_offset, upper)
+            following = self._local.segments.higher_segment(seg.base_offset)
+            upper = following.base_offset if following is not None else self._local.log_end_offset
+        return [
+            AbortedTransaction(t.producer_id, t.first_offset)
+            for t in self._local.collect_aborted_transactions(start_offset, upper, seg)
+        ]
 
     def read_records(
         self,
@@ -219,7 +172,7 @@ class ReadPath:
             info.records.read(),
             verify_crc=False,
             base_offset=info.fetch_offset_metadata.segment_base_offset,
-            file=str(self.directory),
+            file=str(self._local.directory),
         )
         batches = list(scan)
         if scan.stop is ScanStop.BAD_OFFSET and scan.error is not None:
@@ -241,9 +194,9 @@ class ReadPath:
     def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         if timestamp < 0:
             return self._list_offsets(timestamp, None)
-        for seg in self.segments:
+        for seg in self._local.segments:
             if seg.largest_timestamp() >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                found = seg.find_offset_by_timestamp(timestamp, self._watermarks.log_start_offset)
                 if found is not None:
                     return found
         return None
@@ -261,21 +214,22 @@ class ReadPath:
     def _list_offsets(
         self, target: int, isolation: IsolationLevel | None
     ) -> TimestampAndOffset | None:
+        marks = self._watermarks
         if target == EARLIEST_TIMESTAMP:
-            first = self.leader_epoch_cache.earliest()
-            epoch = first[0] if first and first[1] <= self._log_start_offset else None
-            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+            first = self._epochs.earliest()
+            epoch = first[0] if first and first[1] <= marks.log_start_offset else None
+            return TimestampAndOffset(NO_TIMESTAMP, marks.log_start_offset, epoch)
         if target == LATEST_TIMESTAMP:
             if isolation is IsolationLevel.READ_COMMITTED:
-                latest = self._last_stable_offset_metadata().message_offset
+                latest = marks.last_stable_offset_metadata().message_offset
             elif isolation is IsolationLevel.READ_UNCOMMITTED:
-                latest = self._high_watermark.message_offset
+                latest = marks.high_watermark
             else:
-                latest = self.log_end_offset
-            return TimestampAndOffset(NO_TIMESTAMP, latest, self.leader_epoch_cache.latest_epoch())
+                latest = self._local.log_end_offset
+            return TimestampAndOffset(NO_TIMESTAMP, latest, self._epochs.latest_epoch())
         if target == MAX_TIMESTAMP:
             best = None
-            for seg in self.segments:
+            for seg in self._local.segments:
                 if seg.max_timestamp_so_far >= 0 and (
                     best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far
                 ):
@@ -283,7 +237,7 @@ class ReadPath:
             if best is None:
                 return None
             ts = best.max_timestamp_so_far
-            return best.find_offset_by_timestamp(ts, self._log_start_offset)
+            return best.find_offset_by_timestamp(ts, marks.log_start_offset)
         if target < 0:
             raise InvalidArgumentError(f"unknown special timestamp {target}")
         return self._offset_for_timestamp(target)

@@ -84,3 +84,20 @@ def retention_ms_breach(now: int, retention_ms: int) -> Predicate | None:
     if retention_ms < 0:
         return None
     return lambda seg, following: now - seg.largest_timestamp > retention_ms
+
+
+def breach_predicate(
+    reason: RetentionReason,
+    views: Sequence[SegmentView],
+    *,
+    log_start_offset: int,
+    retention_bytes: int,
+    retention_ms: int,
+    now: int,
+) -> Predicate | None:
+    """The predicate of one breach, or None when that breach cannot delete anything."""
+    if reason is RetentionReason.LOG_START_OFFSET_BREACH:
+        return log_start_offset_breach(log_start_offset)
+    if reason is RetentionReason.RETENTION_SIZE_BREACH:
+        return retention_size_breach(sum(v.size for v in views), retention_bytes)
+    return retention_ms_breach(now, retention_ms)

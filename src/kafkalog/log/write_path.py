@@ -1,17 +1,18 @@
-"""The Log's write path: leader, follower and coordinator appends (Kafka's UnifiedLog.append).
+"""The Log's appender: leader, follower and coordinator appends (Kafka's UnifiedLog.append).
 
 Why: every append runs the same sequence under the log lock: size checks, maybe roll, producer
 state (duplicates, epochs, sequences, transactions), write, advance the log end, apply producer
 updates and ABORT entries to the transaction index, move the last stable offset, flush by policy.
-Keeping that sequence in one function keeps the three entry points honest. Refuses: roll, flush
-and truncation mechanics (the Log's), and reads.
+Keeping that sequence in one function keeps the four entry points honest. The appender holds
+exactly what it changes (LocalLog, Watermarks, producer state, leader epochs) and is handed the
+Log's lock, roll and flush. Refuses: roll, flush and truncation mechanics, and reads.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from kafkalog.errors import (
     InvalidArgumentError,
@@ -22,9 +23,8 @@ from kafkalog.errors import (
 )
 from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.log.checksum_overlap import OVERLAP_MIN_BYTES, PendingChecksums
-from kafkalog.log.config import LogConfig
-from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.leader_epoch import LeaderEpochCache
+from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_batches import (
     NO_PRODUCER,
     ProducerFields,
@@ -35,10 +35,10 @@ from kafkalog.log.producer_state import (
     BatchMetadata,
     CompletedTxn,
     ProducerAppendInfo,
-    ProducerPosition,
 )
 from kafkalog.log.producer_state_manager import ProducerStateManager
 from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
+from kafkalog.log.txn_timeout import timed_out_transactions
 from kafkalog.log.validator import (
     Analysis,
     AppendOrigin,
@@ -46,9 +46,9 @@ from kafkalog.log.validator import (
     assign_offsets,
     check_record_values,
 )
+from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
-from kafkalog.storage.segments import LogSegments
 from kafkalog.types import (
     INT16_MAX,
     INT32_MAX,
@@ -61,10 +61,8 @@ from kafkalog.types import (
     check_int,
 )
 
-if TYPE_CHECKING:
-    from kafkalog.clock import Clock
-
 Buffer = bytes | bytearray | memoryview
+logger = logging.getLogger("kafkalog.log")
 
 
 def _as_buffer(records: MemoryRecords | Buffer) -> memoryview:
@@ -92,33 +90,28 @@ def _batches_of(data: Buffer) -> list[AnyBatch]:
     return list(MemoryRecords(data).batches(verify_crc=False))
 
 
-class WritePath:
-    """Mixed into Log; uses only the attributes and methods declared here."""
+class LogAppender:
+    """Appends to one partition's Log; every entry point holds the Log's lock throughout."""
 
-    config: LogConfig
-    clock: Clock
-    segments: LogSegments
-    leader_epoch_cache: LeaderEpochCache
-    producer_state: ProducerStateManager
-    auto_high_watermark: bool
-    _lock: threading.RLock
-    _leo: LogOffsetMetadata
-    _high_watermark: LogOffsetMetadata
-    _log_start_offset: int
-    _recovery_point: int
-    _last_flush_ms: int
-    _deleter: SegmentDeleter
-
-    if TYPE_CHECKING:
-
-        @property
-        def log_end_offset(self) -> int: ...
-        def _check_open(self) -> None: ...
-        def _active(self) -> LogSegment: ...
-        def roll(self, expected_next_offset: int | None = None) -> LogSegment: ...
-        def flush(self, offset: int | None = None) -> None: ...
-        def _set_high_watermark(self, metadata: LogOffsetMetadata) -> None: ...
-        def _update_first_unstable_offset(self) -> None: ...
+    def __init__(
+        self,
+        local: LocalLog,
+        watermarks: Watermarks,
+        producer_state: ProducerStateManager,
+        epochs: LeaderEpochCache,
+        lock: threading.RLock,
+        check_open: Callable[[], None],
+        roll: Callable[[int], LogSegment],
+        flush: Callable[[], None],
+    ) -> None:
+        self._local = local
+        self._watermarks = watermarks
+        self._producer_state = producer_state
+        self._epochs = epochs
+        self._lock = lock
+        self._check_open = check_open
+        self._roll = roll
+        self._flush = flush
 
     # --- entry points --------------------------------------------------------------------------
 
@@ -144,16 +137,18 @@ class WritePath:
                 f"producer must be ProducerFields, not {type(producer).__name__}"
             )
         producer = producer or NO_PRODUCER
-        codec = self.config.target_compression
+        codec = self._local.config.target_compression
         if codec is None:
             codec = CompressionType.parse(compression)
         with self._lock:
             self._check_open()
-            now = self.clock.milliseconds()
-            check_record_values(self.config, recs, now)
-            log_append = self.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
-            first = self.log_end_offset
-            chunks = build_batches(self.config, recs, first, now, codec, leader_epoch, producer)
+            now = self._local.clock.milliseconds()
+            check_record_values(self._local.config, recs, now)
+            log_append = self._local.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+            first = self._local.log_end_offset
+            chunks = build_batches(
+                self._local.config, recs, first, now, codec, leader_epoch, producer
+            )
             last = first + len(recs) - 1
             for chunk in chunks:  # check all before writing any: all or nothing
                 self._check_segment_size(len(chunk))
@@ -185,18 +180,18 @@ class WritePath:
                 max_ts = max(ts)
                 shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
             return LogAppendInfo(
-                first,
-                last,
-                max_ts,
-                shallow,
-                now if log_append else NO_TIMESTAMP,
-                self._log_start_offset,
-                len(recs),
-                len(chunks),
-                sum(len(c) for c in chunks),
-                codec,
-                codec,
-                leader_epoch,
+                first_offset=first,
+                last_offset=last,
+                max_timestamp=max_ts,
+                shallow_offset_of_max_timestamp=shallow,
+                log_append_time=now if log_append else NO_TIMESTAMP,
+                log_start_offset=self._watermarks.log_start_offset,
+                record_count=len(recs),
+                batch_count=len(chunks),
+                valid_bytes=sum(len(c) for c in chunks),
+                source_compression=codec,
+                target_compression=codec,
+                last_leader_epoch=leader_epoch,
             )
 
     def append_records(
@@ -205,17 +200,17 @@ class WritePath:
         """Append batches a producer built, as the leader: validate, assign offsets, write."""
         data = _as_buffer(records)
         check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
-        analysis = analyze(data, self.config, AppendOrigin.CLIENT)
+        analysis = analyze(data, self._local.config, AppendOrigin.CLIENT)
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
         with self._lock:
             self._check_open()
-            now = self.clock.milliseconds()
+            now = self._local.clock.milliseconds()
             v = assign_offsets(
                 analysis,
                 data,
-                next_offset=self.log_end_offset,
-                config=self.config,
+                next_offset=self._local.log_end_offset,
+                config=self._local.config,
                 now=now,
                 leader_epoch=leader_epoch,
             )
@@ -235,18 +230,18 @@ class WritePath:
                     duplicate, v.record_count, 1, v.target_compression, analysis.source_compression
                 )
             return LogAppendInfo(
-                v.first_offset,
-                v.last_offset,
-                v.max_timestamp,
-                v.shallow_offset_of_max_timestamp,
-                v.log_append_time,
-                self._log_start_offset,
-                v.record_count,
-                1,
-                len(v.data),
-                analysis.source_compression,
-                v.target_compression,
-                leader_epoch,
+                first_offset=v.first_offset,
+                last_offset=v.last_offset,
+                max_timestamp=v.max_timestamp,
+                shallow_offset_of_max_timestamp=v.shallow_offset_of_max_timestamp,
+                log_append_time=v.log_append_time,
+                log_start_offset=self._watermarks.log_start_offset,
+                record_count=v.record_count,
+                batch_count=1,
+                valid_bytes=len(v.data),
+                source_compression=analysis.source_compression,
+                target_compression=v.target_compression,
+                last_leader_epoch=leader_epoch,
             )
 
     def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
@@ -256,13 +251,19 @@ class WritePath:
         if len(data) >= OVERLAP_MIN_BYTES:
             try:
                 analysis = analyze(
-                    data, self.config, AppendOrigin.REPLICATION, check_sizes=False, verify_crc=False
+                    data,
+                    self._local.config,
+                    AppendOrigin.REPLICATION,
+                    check_sizes=False,
+                    verify_crc=False,
                 )
                 checks = PendingChecksums(analysis.batches)
             except KafkaLogError:
                 checks = None  # the in-line pass below words the error the CRC check would
         if checks is None:
-            analysis = analyze(data, self.config, AppendOrigin.REPLICATION, check_sizes=False)
+            analysis = analyze(
+                data, self._local.config, AppendOrigin.REPLICATION, check_sizes=False
+            )
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
         try:
@@ -280,10 +281,10 @@ class WritePath:
             first = analysis.first_offset
             if first < 0:
                 first = analysis.last_offset_of_first_batch
-            if first < self.log_end_offset:
+            if first < self._local.log_end_offset:
                 raise UnexpectedAppendOffsetError(
                     f"unexpected offset in append: first offset {first} is below the log end "
-                    f"offset {self.log_end_offset}",
+                    f"offset {self._local.log_end_offset}",
                     first,
                     analysis.last_offset,
                 )
@@ -292,8 +293,8 @@ class WritePath:
                 for b in analysis.batches
                 if b.magic >= 2 and b.partition_leader_epoch >= 0
             ]
-            if any(b.magic < 2 for b in analysis.batches) and self.leader_epoch_cache.entries:
-                self.leader_epoch_cache.clear()
+            if any(b.magic < 2 for b in analysis.batches) and self._epochs.entries:
+                self._epochs.clear()
             self._append_batches(
                 data[: analysis.valid_bytes],
                 analysis.batches,
@@ -306,27 +307,19 @@ class WritePath:
                 None if checks is None else checks.wait,
             )
             return LogAppendInfo(
-                analysis.first_offset,
-                analysis.last_offset,
-                analysis.max_timestamp,
-                analysis.shallow_offset_of_max_timestamp,
-                NO_TIMESTAMP,
-                self._log_start_offset,
-                analysis.record_count,
-                len(analysis.batches),
-                analysis.valid_bytes,
-                analysis.source_compression,
-                analysis.source_compression,
-                analysis.last_leader_epoch,
+                first_offset=analysis.first_offset,
+                last_offset=analysis.last_offset,
+                max_timestamp=analysis.max_timestamp,
+                shallow_offset_of_max_timestamp=analysis.shallow_offset_of_max_timestamp,
+                log_append_time=NO_TIMESTAMP,
+                log_start_offset=self._watermarks.log_start_offset,
+                record_count=analysis.record_count,
+                batch_count=len(analysis.batches),
+                valid_bytes=analysis.valid_bytes,
+                source_compression=analysis.source_compression,
+                target_compression=analysis.source_compression,
+                last_leader_epoch=analysis.last_leader_epoch,
             )
-
-    def producer_position(self, producer_id: int) -> ProducerPosition | None:
-        """Where ``producer_id`` stands in this partition (its epoch, next sequence, open
-        transaction, last marker's coordinator epoch); None if the log has no state for it."""
-        check_int("producer_id", producer_id, 0, INT64_MAX)
-        with self._lock:
-            entry = self.producer_state.last_entry(producer_id)
-            return None if entry is None else entry.position
 
     def append_end_txn_marker(
         self,
@@ -359,8 +352,8 @@ class WritePath:
             raise InvalidRecordError(f"marker must be COMMIT or ABORT, not {marker.name}")
         with self._lock:
             self._check_open()
-            offset = self.log_end_offset
-            ts = self.clock.milliseconds() if timestamp is None else timestamp
+            offset = self._local.log_end_offset
+            ts = self._local.clock.milliseconds() if timestamp is None else timestamp
             data = build_end_txn_marker(
                 offset=offset,
                 producer_id=producer_id,
@@ -381,27 +374,47 @@ class WritePath:
                 [(leader_epoch, offset)],
             )
             return LogAppendInfo(
-                offset,
-                offset,
-                ts,
-                offset,
-                NO_TIMESTAMP,
-                self._log_start_offset,
-                1,
-                1,
-                len(data),
-                CompressionType.NONE,
-                CompressionType.NONE,
-                leader_epoch,
+                first_offset=offset,
+                last_offset=offset,
+                max_timestamp=ts,
+                shallow_offset_of_max_timestamp=offset,
+                log_append_time=NO_TIMESTAMP,
+                log_start_offset=self._watermarks.log_start_offset,
+                record_count=1,
+                batch_count=1,
+                valid_bytes=len(data),
+                source_compression=CompressionType.NONE,
+                target_compression=CompressionType.NONE,
+                last_leader_epoch=leader_epoch,
             )
+
+    def abort_timed_out_transactions(self, timeout_ms: int) -> list[int]:
+        """Write an ABORT marker for every transaction idle for ``timeout_ms`` (Kafka's
+        ``transaction.timeout.ms``; log.txn_timeout); returns the producers aborted."""
+        check_int("timeout_ms", timeout_ms, 0, INT64_MAX)
+        with self._lock:
+            self._check_open()
+            doomed = timed_out_transactions(
+                self._producer_state,
+                self._local.segments,
+                self._local.clock.milliseconds(),
+                timeout_ms,
+            )
+            for txn in doomed:
+                self.append_end_txn_marker(
+                    txn.producer_id, txn.producer_epoch, "abort", txn.coordinator_epoch
+                )
+                msg = "aborted the idle transaction of producer %d in %s"
+                logger.warning(msg, txn.producer_id, self._local.directory.name)
+        return [txn.producer_id for txn in doomed]
 
     # --- the shared sequence -------------------------------------------------------------------
 
     def _check_segment_size(self, size: int) -> None:
-        if size > self.config.segment_bytes:
+        if size > self._local.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"an append of {size} bytes is larger than segment.bytes "
-                f"{self.config.segment_bytes}"
+                f"{self._local.config.segment_bytes}"
             )
 
     def _append_batches(
@@ -431,24 +444,22 @@ class WritePath:
         segment.append(last_offset, max_ts, shallow, data, verify)
         for epoch, start in epochs:
             if epoch >= 0:
-                self.leader_epoch_cache.assign(epoch, start)
-        self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
-        state = self.producer_state
+                self._epochs.assign(epoch, start)
+        self._local.update_log_end_offset(last_offset + 1, segment)
+        state = self._producer_state
         for info in updates:
             state.update(info)
         for txn in completed:
             state.complete_txn_into(txn, segment.txn_index)
         state.update_map_end_offset(last_offset + 1)
-        if self.auto_high_watermark or self._high_watermark.message_offset >= last_offset + 1:
-            self._set_high_watermark(self._leo)
-        else:
-            self._update_first_unstable_offset()
-        self._deleter.run()
+        self._watermarks.on_append(last_offset + 1)
+        local = self._local
+        local.delete_due_files()
         if (
-            self.log_end_offset - self._recovery_point >= self.config.flush_messages
-            or self.clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
+            local.log_end_offset - local.recovery_point >= local.config.flush_messages
+            or local.clock.milliseconds() - local.last_flush_ms >= local.config.flush_ms
         ):
-            self.flush()
+            self._flush()
         return None
 
     def _producer_updates(
@@ -458,7 +469,7 @@ class WritePath:
         updates: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         position = segment.size
-        state = self.producer_state
+        state = self._producer_state
         for batch in batches:
             pid = batch.producer_id
             if pid >= 0:
@@ -491,17 +502,17 @@ class WritePath:
         source: CompressionType | None = None,
     ) -> LogAppendInfo:
         return LogAppendInfo(
-            duplicate.first_offset,
-            duplicate.last_offset,
-            duplicate.timestamp,
-            duplicate.last_offset,
-            duplicate.timestamp,
-            self._log_start_offset,
-            records,
-            batches,
-            0,
-            source or codec,
-            codec,
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            max_timestamp=duplicate.timestamp,
+            shallow_offset_of_max_timestamp=duplicate.last_offset,
+            log_append_time=duplicate.timestamp,
+            log_start_offset=self._watermarks.log_start_offset,
+            record_count=records,
+            batch_count=batches,
+            valid_bytes=0,
+            source_compression=source or codec,
+            target_compression=codec,
             duplicate=True,
         )
 
@@ -513,8 +524,8 @@ class WritePath:
         roll_offset: int | None,
         before_roll: Callable[[], None] | None = None,
     ) -> LogSegment:
-        seg = self._active()
-        now = self.clock.milliseconds()
+        seg = self._local.active_segment
+        now = self._local.clock.milliseconds()
         facts = SegmentFacts(
             seg.base_offset,
             seg.size,
@@ -524,7 +535,7 @@ class WritePath:
             seg.time_index_full(),
         )
         params = RollParams(
-            self.config.segment_bytes, self.config.max_segment_ms, size, last_offset
+            self._local.config.segment_bytes, self._local.config.max_segment_ms, size, last_offset
         )
         if should_roll(facts, params) is None:
             return seg
@@ -532,4 +543,4 @@ class WritePath:
             before_roll()
         if roll_offset is None:
             roll_offset = last_offset - 2**31 + 1
-        return self.roll(new_segment_base(roll_offset, self.log_end_offset))
+        return self._roll(new_segment_base(roll_offset, self._local.log_end_offset))

@@ -40,9 +40,18 @@ def is_abort_marker(batch: AnyBatch) -> bool:
     return _is_abort_marker(batch)
 
 
-def aborted_from_markers(
+class DecidedAbort(NamedTuple):
+    """An aborted transaction as its ABORT marker decides it: producer, first offset in the
+    range asked for, and the offset of the marker."""
+
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+
+
+def aborts_decided_by_markers(
     batches: Iterable[AnyBatch], start: int, end: int
-) -> list[AbortedTransaction]:
+) -> list[DecidedAbort]:
     """The aborted transactions with data in ``[start, end)``, decided by their markers.
 
     ``batches`` run from the batch holding ``start`` on, possibly past ``end``: a transaction
@@ -52,7 +61,7 @@ def aborted_from_markers(
     it was, so callers pass every batch up to the log end.
     """
     open_first: dict[int, int] = {}  # producer -> first offset of its transaction seen here
-    found: list[AbortedTransaction] = []
+    found: list[DecidedAbort] = []
     for batch in batches:
         if batch.base_offset >= end and not open_first:
             break
@@ -62,10 +71,20 @@ def aborted_from_markers(
         if batch.is_control:
             first = open_first.pop(pid, None)
             if first is not None and _is_abort_marker(batch):
-                found.append(AbortedTransaction(pid, first))
+                found.append(DecidedAbort(pid, first, batch.last_offset))
         elif batch.base_offset < end:
             open_first.setdefault(pid, max(batch.base_offset, start))
     return sorted(found, key=lambda t: t.first_offset)
+
+
+def aborted_from_markers(
+    batches: Iterable[AnyBatch], start: int, end: int
+) -> list[AbortedTransaction]:
+    """``aborts_decided_by_markers`` as a fetch reports them (producer and first offset)."""
+    return [
+        AbortedTransaction(a.producer_id, a.first_offset)
+        for a in aborts_decided_by_markers(batches, start, end)
+    ]
 
 
 def committed_batches(

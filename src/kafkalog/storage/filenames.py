@@ -66,6 +66,16 @@ def transaction_index_file(directory: Path, offset: int, suffix: str = "") -> Pa
     return directory / (filename_prefix_from_offset(offset) + TXN_INDEX_FILE_SUFFIX + suffix)
 
 
+def segment_files(directory: Path, offset: int, suffix: str = "") -> tuple[Path, ...]:
+    """The four files of the segment at ``offset``: log, offset index, time index, txn index."""
+    return (
+        log_file(directory, offset, suffix),
+        offset_index_file(directory, offset, suffix),
+        time_index_file(directory, offset, suffix),
+        transaction_index_file(directory, offset, suffix),
+    )
+
+
 def producer_snapshot_file(directory: Path, offset: int) -> Path:
     return directory / (filename_prefix_from_offset(offset) + PRODUCER_SNAPSHOT_FILE_SUFFIX)
 

@@ -505,6 +505,13 @@ class LogSegment:
         self.txn_index.rename_to(renamed(self.txn_index.path))
         self.file_suffix = new
 
+    @staticmethod
+    def delete_if_exists(directory: Path, base_offset: int, file_suffix: str = "") -> None:
+        """Remove whatever files a segment at ``base_offset`` left behind (Kafka's
+        LogSegment.deleteIfExists): a new segment must not open a stale index."""
+        for path in filenames.segment_files(directory, base_offset, file_suffix):
+            delete_if_exists(path)
+
     def delete_files(self) -> None:
         """Close and delete every file of the segment (missing files are fine)."""
         self.close_handlers()
