@@ -31,7 +31,13 @@ from kafkalog.records.filter import (
     filter_buffer,
 )
 from kafkalog.records.scanner import AnyBatch
-from kafkalog.types import INT32_MAX, CompressionType, TimestampType, TopicPartition
+from kafkalog.types import (
+    INT32_MAX,
+    CompressionType,
+    IsolationLevel,
+    TimestampType,
+    TopicPartition,
+)
 
 NOW = 1_700_000_000_000
 TP = TopicPartition("t", 0)
@@ -586,4 +592,28 @@ def test_a_failed_swap_removes_the_cleaned_files_and_keeps_the_data(
     directory = tmp_path / "t-0"
     assert not list(directory.glob("*.cleaned")) and not list(directory.glob("*.swap"))
     assert data(log) == records_before
+    log.close()
+
+
+def test_a_segment_loaded_without_its_txnindex_still_has_its_aborted_data_removed(
+    tmp_path: Path,
+) -> None:
+    """A .txnindex that is missing (a copied directory, a broker that never wrote one) must not
+    make the cleaner take aborted data for committed: the ABORT markers decide instead."""
+    clock = ManualClock(NOW)
+    log = open_log(tmp_path, clock)
+    txn = ProducerFields(9, 0, 0, is_transactional=True)
+    log.append([Record(b"aborted", b"a", timestamp=NOW)], producer=txn)
+    log.append_end_txn_marker(9, 0, "abort", 0)
+    put(log, clock, "k", "kept")
+    log.roll()
+    log.close()
+    for index in (tmp_path / "t-0").glob("*.txnindex"):
+        index.unlink()
+    log = open_log(tmp_path, clock)
+    force_clean(cleaner_for(log, clock))
+    assert b"aborted" not in [r.value for s in log.segments for b in s.batches() for r in b]
+    assert [r.value for r in log.read_records(0, isolation=IsolationLevel.READ_COMMITTED)] == [
+        b"kept"
+    ]
     log.close()
