@@ -50,12 +50,11 @@ lint: $(DEV)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# The whole suite twice: on the compiled fast path (which must have been built), then on the
-# pure-Python reference codec it is checked against.
-# Both passes run the real-Kafka tests: the pure-Python codec must read Kafka's files too.
+# The whole suite in one run, every test on both record codecs: the compiled one (which must
+# have been built) and the pure-Python reference it is checked against (tests/conftest.py).
+# Both halves run the real-Kafka tests: the pure-Python codec must read Kafka's files too.
 test: lint check-java kafka-oracle
 	KAFKALOG_REQUIRE_FAST=1 $(PY) -m pytest
-	KAFKALOG_PURE_PYTHON=1 $(PY) -m pytest
 
 bench: $(DEV) kafka-oracle
 	$(PY) -m bench

@@ -1,4 +1,6 @@
-"""Test-wide settings: hypothesis is derandomized so every run explores the same examples."""
+"""Test-wide settings: hypothesis is derandomized so every run explores the same examples, and
+every test runs on both record codecs, the compiled one and the pure-Python reference, in one
+pytest run (the ``record_codec`` fixture)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,45 @@ settings.register_profile(
 settings.load_profile("kafkalog")
 
 GOLDEN = Path(__file__).parent / "golden"
+CODECS = ("compiled", "reference")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "one_codec: the test compares the two codecs itself; run it once"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test under each codec. The parameter is session-scoped, so pytest runs the
+    whole suite on one codec and then on the other, and fixtures that do not depend on the
+    codec (the Kafka oracle's broker runs) are shared by both halves."""
+    if "record_codec" not in metafunc.fixturenames:
+        return
+    one = metafunc.definition.get_closest_marker("one_codec") is not None
+    metafunc.parametrize(
+        "record_codec", CODECS[:1] if one else CODECS, indirect=True, scope="session"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def record_codec(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Select the record codec for the tests, and for the processes they start (crash children,
+    Spark's Python workers) through KAFKALOG_PURE_PYTHON."""
+    from kafkalog.records.fastpath import compiled_codec, use_fast_path
+
+    name: str = getattr(request, "param", CODECS[0])
+    if name == "compiled" and compiled_codec() is None:
+        if os.environ.get("KAFKALOG_REQUIRE_FAST") == "1":
+            pytest.fail("make test expects the compiled codec (pip install -e . builds it)")
+        pytest.skip("the compiled codec (_fastcodec) is not built")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KAFKALOG_PURE_PYTHON", "1" if name == "reference" else "0")
+        use_fast_path(name == "compiled")
+        try:
+            yield name
+        finally:
+            use_fast_path(True)
 
 
 def golden_bytes(name: str) -> bytes:

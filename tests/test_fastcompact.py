@@ -26,6 +26,7 @@ NOW = 1_700_000_000_000
 NONE = CompressionType.NONE
 RETENTION = 1_000
 TP = TopicPartition("t", 0)
+pytestmark = pytest.mark.one_codec  # each test runs both codecs itself, or the compiled one
 needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
 
 records = st.lists(

@@ -27,12 +27,12 @@ from kafkalog import (
 )
 from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
 from kafkalog.records.columnar import RecordColumns
-from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.records.fastpath import compiled_codec, fast_codec, use_fast_path
 from kafkalog.records.record import decode_records
 from kafkalog.testing.strategies import records as record_lists
 
-COMPILED = use_fast_path(True)
-use_fast_path(os.environ.get("KAFKALOG_PURE_PYTHON", "") in ("", "0"))
+COMPILED = compiled_codec() is not None
+pytestmark = pytest.mark.one_codec  # each test runs both codecs itself
 needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
 
 

@@ -34,7 +34,8 @@ REFUSALS = {
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark(record_codec: str) -> Iterator[Any]:
+    """A session per codec: its Python workers use the codec the tests run on."""
     import kafkalog.spark
 
     session = kafkalog.spark.local_session("kafkalog-vs-connector")

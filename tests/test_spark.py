@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark() -> Any:
+def spark(record_codec: str) -> Any:
+    """A session per codec: its Python workers use the codec the tests run on."""
     session = kafkalog.spark.local_session("kafkalog-tests")
     yield session
     session.stop()
@@ -398,3 +399,16 @@ def test_stream_commit_marking_refuses_a_bad_batch_id_or_producer_id(tmp_path: P
                 log.producer_position(bad)  # type: ignore[arg-type]
     finally:
         log.close()
+
+
+def test_the_python_workers_run_the_codec_the_tests_run_on(spark: Any, record_codec: str) -> None:
+    """local_session hands KAFKALOG_PURE_PYTHON to the executors' Python workers, so the
+    reference half of the suite exercises the reference codec in Spark's tasks too."""
+
+    def probe(_: Any) -> Any:
+        from kafkalog.records.fastpath import fast_codec
+
+        yield fast_codec() is not None
+
+    got = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(probe).collect()
+    assert got == [record_codec == "compiled"] * 2

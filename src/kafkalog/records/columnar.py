@@ -67,14 +67,14 @@ class RecordColumns:
     def add_batch(self, batch: AnyBatch, lo: int = 0, hi: int = INT64_MAX) -> int:
         """Add the records of ``batch`` with ``lo <= offset < hi``; returns how many. Damage
         raises CorruptRecordError and adds nothing."""
-        fast = self._fast_module
-        if fast is None or not isinstance(batch, RecordBatch):
+        fast, builder = self._fast_module, self._fast
+        if fast is None or builder is None or not isinstance(batch, RecordBatch):
             if self._fast is not None and self._fast.rows:
                 self._chunks.append(self._finish_fast())
             return self._add_py(batch, lo, hi)
         if self._py["offset"]:
             self._chunks.append(self._finish_py())  # keep offset order across kinds of batch
-        return add_batch(fast, self._fast, batch, lo, hi)
+        return add_batch(fast, builder, batch, lo, hi)
 
     def _add_py(self, batch: AnyBatch, lo: int, hi: int) -> int:
         records = batch.records()  # the whole batch decodes (and fails) before any row lands
@@ -128,7 +128,7 @@ class RecordColumns:
             _binary(pa.binary(), n, key),
             _binary(pa.binary(), n, value),
         ]
-        if self.with_headers:
+        if headers is not None:
             bits, nulls, list_offsets, count, hkey, hvalue = headers
             struct = pa.StructArray.from_arrays(
                 [_binary(pa.string(), count, hkey), _binary(pa.binary(), count, hvalue)],

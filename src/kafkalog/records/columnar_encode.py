@@ -10,7 +10,6 @@ column, columns of the wrong type, negative timestamps other than -1, null heade
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +20,7 @@ from kafkalog.records import compression as codecs
 from kafkalog.records.batch import MAGIC, make_attributes
 from kafkalog.records.builder import frame_batch
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE
-from kafkalog.records.fastpath import fast_codec
+from kafkalog.records.fastpath import CompiledCodec, fast_codec
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.record import encode_record
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
@@ -123,7 +122,7 @@ def _spec(array: pa.Array | None) -> tuple[Any, ...] | None:
 
 
 def _regions_fast(
-    fast: ModuleType, columns: dict[str, pa.Array], n: int, batch_size: int
+    fast: CompiledCodec, columns: dict[str, pa.Array], n: int, batch_size: int
 ) -> list[Region]:
     stamps = columns.get("timestamp")
     ts_spec = None

@@ -1,39 +1,80 @@
 """Which record codec runs the per-record loops: the compiled ``_fastcodec`` or the reference.
 
 Why: the compiled extension is optional (built by ``pip install .`` when a C compiler is
-there), so every user of it asks here and falls back to the pure-Python reference, which stays
-the specification. Refuses: reading the environment (this layer does no I/O);
-``kafkalog/__init__.py`` applies ``KAFKALOG_PURE_PYTHON=1``.
+there), so it is loaded here, once, behind the ``CompiledCodec`` protocol its ``.pyi`` stub
+types; every user asks ``fast_codec()`` and otherwise runs the pure-Python reference, which
+stays the specification. A build that lost the extension says so with a warning at import.
+Refuses: reading the environment (this layer does no I/O); ``kafkalog/__init__.py`` applies
+``KAFKALOG_PURE_PYTHON=1``, and the tests switch per test with ``use_fast_path``.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
-from typing import Any, NamedTuple
+import warnings
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
 from kafkalog.types import INT64_MAX, INT64_MIN
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
-def _load() -> ModuleType | None:
+    from kafkalog.records import _fastcodec as _fc
+
+
+class CompiledCodec(Protocol):
+    """What ``kafkalog.records._fastcodec`` provides (``_fastcodec.pyi`` documents each)."""
+
+    @property
+    def ColumnBuilder(self) -> type[_fc.ColumnBuilder]: ...  # noqa: N802 - the C type's name
+    @property
+    def CorruptRecords(self) -> type[_fc.CorruptRecords]: ...  # noqa: N802
+    @property
+    def InvalidRecords(self) -> type[_fc.InvalidRecords]: ...  # noqa: N802
+    def encode(
+        self,
+        row_start: int,
+        row_end: int,
+        max_bytes: int,
+        keys: _fc.BinarySpec | None,
+        values: _fc.BinarySpec | None,
+        timestamps: tuple[Buffer | None, Buffer, int] | None,
+        headers: tuple[Buffer | None, Buffer, int, _fc.BinarySpec | None, _fc.BinarySpec | None]
+        | None,
+        /,
+    ) -> tuple[bytes, int, int, int]: ...
+    def partitions_for_keys(
+        self, keys: _fc.BinarySpec | None, rows: int, partitions: int, /
+    ) -> bytes: ...
+
+
+def _load() -> CompiledCodec | None:
     try:
-        return importlib.import_module("kafkalog.records._fastcodec")
-    except ImportError:  # not built: the reference path serves
+        module: CompiledCodec = importlib.import_module("kafkalog.records._fastcodec")
+    except ImportError as err:  # not built, or built for another Python: the reference serves
+        warnings.warn(
+            f"kafkalog's compiled record codec did not load ({err}); the pure-Python reference "
+            "codec runs instead, several times slower (install kafkalog with a C compiler "
+            "present to build it)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
+    return module
 
 
 _COMPILED = _load()
 _state = {"enabled": True}
 
 
-def compiled_codec() -> ModuleType | None:
+def compiled_codec() -> CompiledCodec | None:
     """The compiled extension if it was built, whether or not it is in use."""
     return _COMPILED
 
 
-def fast_codec() -> ModuleType | None:
+def fast_codec() -> CompiledCodec | None:
     """The compiled extension, or None when the reference is in use."""
     return _COMPILED if _state["enabled"] else None
 
@@ -67,23 +108,23 @@ def record_stats(batch: RecordBatch) -> RecordStats | None:
     return RecordStats(*builder.stats())
 
 
-def add_batch(fast: ModuleType, builder: Any, batch: RecordBatch, lo: int, hi: int) -> int:
+def add_batch(
+    fast: CompiledCodec, builder: _fc.ColumnBuilder, batch: RecordBatch, lo: int, hi: int
+) -> int:
     """Run ``batch``'s records through a compiled ColumnBuilder (those with ``lo <= offset <
     hi`` kept); damage raises CorruptRecordError as ``batch.records()`` would."""
     h = batch.header
     try:
-        return int(
-            builder.add(
-                batch.records_data(),
-                h.records_count,
-                h.base_offset,
-                h.base_timestamp,
-                bool(h.attributes & TIMESTAMP_TYPE_MASK),
-                h.max_timestamp,
-                int(batch.timestamp_type),
-                lo,
-                hi,
-            )
+        return builder.add(
+            batch.records_data(),
+            h.records_count,
+            h.base_offset,
+            h.base_timestamp,
+            bool(h.attributes & TIMESTAMP_TYPE_MASK),
+            h.max_timestamp,
+            int(batch.timestamp_type),
+            lo,
+            hi,
         )
     except fast.CorruptRecords as err:
         raise batch_error(batch, err) from None

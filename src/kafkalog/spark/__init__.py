@@ -22,7 +22,8 @@ def register(spark: Any) -> None:
 
 def local_session(app_name: str = "kafkalog", master: str = "local[2]", **conf: str) -> Any:
     """A local SparkSession whose Python workers run this interpreter (so they import the
-    same kafkalog), quiet and small enough for a laptop; ``conf`` adds Spark settings."""
+    same kafkalog, with the driver's KAFKALOG_PURE_PYTHON), quiet and small enough for a
+    laptop; ``conf`` adds Spark settings."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -36,6 +37,9 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", **conf: 
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
     )
+    pure = os.environ.get("KAFKALOG_PURE_PYTHON")
+    if pure is not None:  # the workers choose their codec as this process did
+        builder = builder.config("spark.executorEnv.KAFKALOG_PURE_PYTHON", pure)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,0 +1,64 @@
+# The compiled record codec in _fastcodec.c (see kafkalog.records.fastpath, which chooses it,
+# and kafkalog.records.columnar / columnar_encode, which turn its tuples into Arrow arrays).
+from typing_extensions import Buffer
+
+class CorruptRecords(Exception):
+    """args: (message, position of the damage in the records region)."""
+
+class InvalidRecords(Exception):
+    """args: (message,): a value the record format cannot hold."""
+
+# (validity bitmap | None, offset of the first row, int32 offsets, data)
+BinarySpec = tuple[Buffer | None, Buffer, Buffer, int]
+# (validity bitmap | None, null count, int32 offsets, data)
+BinaryParts = tuple[bytes | None, int, bytes, bytes]
+
+class ColumnBuilder:
+    rows: int  # rows since the last finish() (read-only)
+    def __init__(
+        self,
+        with_headers: bool = ...,
+        timestamp_scale: int = ...,
+        light: bool = ...,
+        values: bool = ...,
+    ) -> None: ...
+    def add(
+        self,
+        data: Buffer,
+        count: int,
+        base_offset: int,
+        base_timestamp: int,
+        has_log_append_time: bool,
+        max_timestamp: int,
+        timestamp_type: int,
+        lo: int,
+        hi: int,
+        /,
+    ) -> int: ...
+    # (rows, offsets, timestamps, timestamp types, key, value, headers); headers is None or
+    # (validity | None, null count, list offsets, header count, header key, header value)
+    def finish(
+        self,
+    ) -> tuple[
+        int,
+        bytes,
+        bytes,
+        bytes,
+        BinaryParts,
+        BinaryParts,
+        tuple[bytes | None, int, bytes, int, BinaryParts, BinaryParts] | None,
+    ]: ...
+    # (rows, null keys, min timestamp, max timestamp, max timestamp over all, sequential)
+    def stats(self) -> tuple[int, int, int | None, int | None, int | None, bool]: ...
+
+def encode(
+    row_start: int,
+    row_end: int,
+    max_bytes: int,
+    keys: BinarySpec | None,
+    values: BinarySpec | None,
+    timestamps: tuple[Buffer | None, Buffer, int] | None,
+    headers: tuple[Buffer | None, Buffer, int, BinarySpec | None, BinarySpec | None] | None,
+    /,
+) -> tuple[bytes, int, int, int]: ...
+def partitions_for_keys(keys: BinarySpec | None, rows: int, partitions: int, /) -> bytes: ...
