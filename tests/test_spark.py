@@ -18,9 +18,10 @@ import pyarrow as pa
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
 import kafkalog.spark
-from kafkalog import LogManager, ProducerFields, Record
+from kafkalog import LogManager, MemoryRecords, ProducerFields, Record
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError
 from kafkalog.log.view import topic_views
+from kafkalog.records.partitioner import partition_for_key
 from kafkalog.spark.schema import kafka_schema
 from kafkalog.spark.sink import KafkaLogStreamWriter, staging_root
 
@@ -399,6 +400,56 @@ def test_stream_commit_marking_refuses_a_bad_batch_id_or_producer_id(tmp_path: P
                 log.producer_position(bad)  # type: ignore[arg-type]
     finally:
         log.close()
+
+
+def test_rows_are_placed_and_staged_exactly_as_the_same_arrow_batch(tmp_path: Path) -> None:
+    """Spark 4.0's streaming writer hands the sink Rows: they go through the one column-wise
+    placement (murmur2 for keys, the task's sticky partition otherwise) and encoder."""
+    from datetime import UTC, datetime
+
+    from pyspark.sql import Row
+
+    from kafkalog.records.columnar import ARROW_HEADERS_TYPE
+    from kafkalog.spark.options import parse_write_options
+    from kafkalog.spark.sink import stage_batches
+
+    stamp = datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    rows = [
+        Row(
+            key=None if i % 3 == 0 else b"k%d" % i,
+            value=f"v{i}",
+            partition=1 if i == 7 else None,
+            headers=[{"key": "h", "value": b"x"}, {"key": "n", "value": None}] if i % 2 else None,
+            timestamp=stamp,
+        )
+        for i in range(10)
+    ]
+    table = pa.RecordBatch.from_arrays(
+        [
+            pa.array([r.key for r in rows], pa.binary()),
+            pa.array([r.value.encode() for r in rows], pa.binary()),
+            pa.array([r.partition for r in rows], pa.int32()),
+            pa.array([r.headers for r in rows], ARROW_HEADERS_TYPE),
+            pa.array([r.timestamp for r in rows], pa.timestamp("us", tz="UTC")),
+        ],
+        names=["key", "value", "partition", "headers", "timestamp"],
+    )
+    opts = parse_write_options({"path": str(tmp_path), "topic": "t"})
+    staged = {}
+    for name, items in (("rows", iter(rows)), ("arrow", iter([table]))):
+        files = stage_batches(items, tmp_path / name, opts, {"t": 4}).files
+        staged[name] = {f.partition: Path(f.path).read_bytes() for f in files}
+    assert staged["rows"] == staged["arrow"]
+    by_partition = {
+        p: [r.offset for r in MemoryRecords(data).records()] for p, data in staged["rows"].items()
+    }
+    assert sum(len(v) for v in by_partition.values()) == 10
+    keyed = [(i, partition_for_key(b"k%d" % i, 4)) for i in range(10) if i % 3 and i != 7]
+    for i, partition in keyed:
+        values = [r.value for r in MemoryRecords(staged["rows"][partition]).records()]
+        assert f"v{i}".encode() in values
+    first = next(iter(MemoryRecords(staged["rows"][1]).records()))
+    assert first.timestamp == int(stamp.timestamp() * 1000)
 
 
 def test_the_python_workers_run_the_codec_the_tests_run_on(spark: Any, record_codec: str) -> None:

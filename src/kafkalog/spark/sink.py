@@ -42,10 +42,9 @@ from kafkalog.clock import SYSTEM_CLOCK
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError, UnknownTopicOrPartitionError
 from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
-from kafkalog.records import MemoryRecords, Record
 from kafkalog.records.batch import RECORDS_COUNT_OFFSET, increment_sequence, set_producer
+from kafkalog.records.columnar import ARROW_HEADERS_TYPE
 from kafkalog.records.columnar_encode import encode_batches, partitions_for_keys, record_columns
-from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.scanner import iter_positions
 from kafkalog.spark.options import WriteOptions, parse_write_options
 from kafkalog.spark.schema import SPARK_HEADERS_TYPE
@@ -133,56 +132,8 @@ class _Stager:
         self.prefix = f"task-{task}-{uuid.uuid4().hex[:8]}"
         self.opts = opts
         self.counts = counts
-        self.pending: dict[TopicPartition, list[Record]] = {}
-        self.pending_bytes: dict[TopicPartition, int] = {}
         self.files: dict[TopicPartition, StagedFile] = {}
         self.sticky = int(task.split(".", maxsplit=1)[0])
-
-    def add(self, topic: str | None, partition: int | None, record: Record) -> None:
-        topic = self.opts.topic or topic
-        if topic is None:
-            raise InvalidArgumentError("a row has a null topic and no 'topic' option is set")
-        count = self.counts.get(topic)
-        if count is None:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        if partition is None:
-            if record.key is not None:
-                partition = partition_for_key(record.key, count)
-            else:
-                partition = self.sticky % count
-        elif not 0 <= partition < count:
-            raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} does not exist")
-        tp = TopicPartition(topic, partition)
-        self.pending.setdefault(tp, []).append(record)
-        # a record's bytes plus its framing (varints, attributes, deltas): kept well under
-        # max.message.bytes whatever the rows look like
-        extra = sum(len(k) + len(v or b"") + 10 for k, v in record.headers)
-        size = (
-            self.pending_bytes.get(tp, 0)
-            + len(record.value or b"")
-            + len(record.key or b"")
-            + 24
-            + extra
-        )
-        self.pending_bytes[tp] = size
-        if size >= self.opts.batch_size:
-            self.flush(tp)
-
-    def flush(self, tp: TopicPartition) -> None:
-        records = self.pending.pop(tp, [])
-        self.pending_bytes.pop(tp, None)
-        if not records:
-            return
-        if self.files.get(tp) is None:
-            self.job_dir.mkdir(parents=True, exist_ok=True)  # only a task with rows makes it
-            path = self.job_dir / f"{tp.topic}-{tp.partition}.{self.prefix}"
-            self.files[tp] = StagedFile(tp.topic, tp.partition, str(path), 0)
-        staged = self.files[tp]
-        with open(staged.path, "ab") as f:
-            f.write(bytes(MemoryRecords.build(records)))
-        staged.records += len(records)
-        if records[-1].key is None:
-            self.sticky += 1  # the sticky partitioner moves on when a batch completes
 
     def write(self, tp: TopicPartition, rows: pa.RecordBatch) -> None:
         """Rows of one partition, encoded column-wise into batches and staged."""
@@ -239,35 +190,57 @@ class _Stager:
             self.sticky += 1  # the sticky partitioner moves on when a batch completes
 
     def finish(self) -> StagedFiles:
-        for tp in list(self.pending):
-            self.flush(tp)
         return StagedFiles(list(self.files.values()))
 
 
 def stage_batches(
     batches: Iterator[Any], job_dir: Path, opts: WriteOptions, counts: dict[str, int]
 ) -> StagedFiles:
-    """Arrow record batches (or Rows, on Spark 4.0's streaming writer) -> staged files."""
+    """Arrow record batches (or Rows, on Spark 4.0's streaming writer) -> staged files. Rows
+    become Arrow batches of ``ROW_CHUNK`` rows first, so placement and the sticky rule exist
+    once, column-wise."""
     stager = _Stager(job_dir, opts, counts)
+    rows: list[Any] = []
     for item in batches:
         if isinstance(item, pa.RecordBatch):
             stager.add_arrow(item)
             continue
-        for key, value, topic, partition, headers, timestamp in [_row(item)]:
-            hs = [(h["key"], _as_bytes(h["value"])) for h in headers] if headers else []
-            ts = None if timestamp is None else int(timestamp.timestamp() * 1000)
-            record = Record(_as_bytes(value), _as_bytes(key), hs, timestamp=ts)
-            stager.add(topic, partition, record)
+        rows.append(item)
+        if len(rows) == ROW_CHUNK:
+            stager.add_arrow(_rows_as_arrow(rows))
+            rows = []
+    if rows:
+        stager.add_arrow(_rows_as_arrow(rows))
     return stager.finish()
 
 
+ROW_CHUNK = 4096
 _SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 
 
-def _row(row: Any) -> tuple[Any, ...]:
-    """A Row (Spark 4.0's streaming writer has no Arrow form) as the sink's column tuple."""
-    values = {k.lower(): v for k, v in row.asDict().items()}
-    return tuple(values.get(name) for name in _SINK_COLUMNS)
+def _rows_as_arrow(rows: list[Any]) -> pa.RecordBatch:
+    """Rows (Spark 4.0's streaming writer has no Arrow form) as the Arrow batch Spark's Arrow
+    writer would have given for the same sink columns."""
+    dicts = [{k.lower(): v for k, v in row.asDict().items()} for row in rows]
+    present = [name for name in _SINK_COLUMNS if name in dicts[0]]
+    arrays = []
+    for name in present:
+        values = [d.get(name) for d in dicts]
+        if name in ("key", "value"):
+            arrays.append(pa.array([_as_bytes(v) for v in values], pa.binary()))
+        elif name == "topic":
+            arrays.append(pa.array(values, pa.string()))
+        elif name == "partition":
+            arrays.append(pa.array(values, pa.int32()))
+        elif name == "headers":
+            headers = [
+                [{"key": h["key"], "value": _as_bytes(h["value"])} for h in hs] if hs else None
+                for hs in values
+            ]
+            arrays.append(pa.array(headers, ARROW_HEADERS_TYPE))
+        else:
+            arrays.append(pa.array(values, pa.timestamp("us", tz="UTC")))
+    return pa.RecordBatch.from_arrays(arrays, names=present)
 
 
 def _staged_in_order(messages: list[Any]) -> list[StagedFile]:
