@@ -463,3 +463,30 @@ def test_the_python_workers_run_the_codec_the_tests_run_on(spark: Any, record_co
 
     got = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(probe).collect()
     assert got == [record_codec == "compiled"] * 2
+
+
+def test_row_timestamps_are_read_as_pyspark_gives_them_naive_local_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PySpark gives a Row's TimestampType as a naive datetime in the local zone; the staged
+    record must carry that instant, not the same wall clock read as UTC."""
+    import time
+    from datetime import datetime
+
+    from pyspark.sql import Row
+
+    from kafkalog.spark.options import parse_write_options
+    from kafkalog.spark.sink import stage_batches
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        naive = datetime.fromtimestamp(NOW / 1000)  # how PySpark converts an instant
+        rows = [Row(value=b"v", timestamp=naive), Row(value=b"w", timestamp=None)]
+        opts = parse_write_options({"path": str(tmp_path), "topic": "t"})
+        (staged,) = stage_batches(iter(rows), tmp_path / "job", opts, {"t": 1}).files
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    stamps = [r.timestamp for r in MemoryRecords(Path(staged.path).read_bytes()).records()]
+    assert stamps[0] == NOW

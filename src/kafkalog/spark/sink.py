@@ -18,6 +18,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,8 @@ def stage_batches(
 
 ROW_CHUNK = 4096
 _SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _rows_as_arrow(rows: list[Any]) -> pa.RecordBatch:
@@ -239,7 +242,12 @@ def _rows_as_arrow(rows: list[Any]) -> pa.RecordBatch:
             ]
             arrays.append(pa.array(headers, ARROW_HEADERS_TYPE))
         else:
-            arrays.append(pa.array(values, pa.timestamp("us", tz="UTC")))
+            # PySpark hands TimestampType to Rows as naive local time: astimezone reads a naive
+            # datetime as local (an aware one as itself), where Arrow would read it as UTC
+            micros = [
+                None if v is None else (v.astimezone(UTC) - _EPOCH) // _MICROSECOND for v in values
+            ]
+            arrays.append(pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
     return pa.RecordBatch.from_arrays(arrays, names=present)
 
 
