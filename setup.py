@@ -3,7 +3,7 @@
 The extensions are optional: with no C compiler the build goes on and kafkalog runs on its
 pure-Python reference codec (kafkalog.records.fastpath picks whichever is there), the cleaner on
 its Python key map (kafkalog.cleaner.keymap), and the cleaner's key scan faults its pages in as
-it walks (kafkalog.storage.page_in).
+it walks (kafkalog.cleaner.page_in).
 """
 
 import os

@@ -338,3 +338,41 @@ def test_a_fetch_reads_as_an_arrow_table(tmp_path: object) -> None:
             assert table.column("value").to_pylist()[2] == b"v2"
     finally:
         log.close()
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "name", ["kafkalog.records._fastcodec", "kafkalog.cleaner._keymap", "kafkalog.cleaner._pagein"]
+)
+def test_each_extension_module_instance_has_its_own_state(name: str) -> None:
+    """Multi-phase init with per-module state (PEP 489, PEP 573): a second instance of an
+    extension, as a subinterpreter would create, gets its own types and exception classes; a
+    single-phase module with C globals would hand back the same objects."""
+    import importlib
+    import importlib.util
+
+    loaded = importlib.import_module(name)
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None
+    second = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(second)
+    assert second is not loaded
+    for attr in ("ColumnBuilder", "CorruptRecords", "KeyOffsetMap"):
+        if hasattr(loaded, attr):
+            assert getattr(second, attr) is not getattr(loaded, attr), attr
+
+
+@needs_compiled
+def test_each_codec_instance_raises_its_own_corrupt_records() -> None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("kafkalog.records._fastcodec")
+    assert spec is not None and spec.loader is not None
+    second: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(second)
+    damaged = b"\x01"  # a record length varint with nothing after it
+    with pytest.raises(second.CorruptRecords) as raised:
+        second.ColumnBuilder().add(damaged, 1, 0, 0, False, 0, 0, 0, 1)
+    assert raised.value.args == ("record declares an invalid length", 0)
+    loaded = fast_codec()
+    assert loaded is not None and not isinstance(raised.value, loaded.CorruptRecords)

@@ -55,7 +55,9 @@ static void KeyOffsetMap_dealloc(KeyOffsetMap *self) {
     buf_free(&self->latest);
     buf_free(&self->logged_batches);
     buf_free(&self->logged_records);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* instances of a heap type own a reference to it */
 }
 
 /* Grow at half full: linear probing stays short. */
@@ -124,15 +126,21 @@ static PyObject *KeyOffsetMap_clear(KeyOffsetMap *self, PyObject *Py_UNUSED(igno
     Py_RETURN_NONE;
 }
 
+static inline KeymapState *keymap_state(PyObject *module) {
+    return (KeymapState *)PyModule_GetState(module);
+}
+
+static inline KeymapState *state_of(KeyOffsetMap *self) {
+    return (KeymapState *)PyType_GetModuleState(Py_TYPE(self));
+}
+
 /* Record timestamps as the reference reads them: the batch's for LogAppendTime, else
  * base + delta, which must fit in 64 bits. */
-int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat,
-                            int64_t *ts) {
+static int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat,
+                            int64_t *ts, Damage *damage) {
     if (has_lat) { *ts = lat; return 0; }
-    if (__builtin_add_overflow(base_ts, r->ts_delta, ts)) {
-        corrupt("record timestamp does not fit in 64 bits", r->start);
-        return -1;
-    }
+    if (__builtin_add_overflow(base_ts, r->ts_delta, ts))
+        return damaged(damage, "record timestamp does not fit in 64 bits", r->start);
     return 0;
 }
 
@@ -158,23 +166,19 @@ int scratch_reserve(KeyOffsetMap *self, Py_ssize_t count) {
  * -1: damage; -2: out of memory. A record takes at least 7 bytes, so a count the region
  * cannot hold fails on parsing, as in the reference, before it can exhaust memory. */
 int parse_all(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t end, Py_ssize_t count,
-              int64_t base_ts, int has_lat, int64_t lat) {
-    if (count < 0) {
-        corrupt("negative record count", 0);
-        return -1;
-    }
+              int64_t base_ts, int has_lat, int64_t lat, Damage *damage) {
+    if (count < 0) return damaged(damage, "negative record count", 0);
     Py_ssize_t room = end / 7 + 1;
     if (scratch_reserve(self, count < room ? count : room) < 0) return -2;
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (parse_record(d, end, &pos, &self->spans[i]) < 0 ||
-            record_timestamp(&self->spans[i], base_ts, has_lat, lat, &self->stamps[i]) < 0)
+        if (parse_record(d, end, &pos, &self->spans[i], damage) < 0 ||
+            record_timestamp(&self->spans[i], base_ts, has_lat, lat, &self->stamps[i], damage) < 0)
             return -1;
     }
-    if (pos != end) {
-        corrupt("incorrect declared batch size: bytes remain after the last record", pos);
-        return -1;
-    }
+    if (pos != end)
+        return damaged(damage, "incorrect declared batch size: bytes remain after the last record",
+                       pos);
     return 0;
 }
 
@@ -216,9 +220,12 @@ static PyObject *KeyOffsetMap_map_records(KeyOffsetMap *self, PyObject *args) {
         return NULL;
     const uint8_t *d = view.buf;
     PyObject *result = NULL;
-    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat) == 0) {
+    Damage damage = {0};
+    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat, &damage) == 0) {
         Py_ssize_t read = map_parsed(self, d, count, base_offset, start, &full, &loggable);
         if (read >= 0) result = Py_BuildValue("(nO)", read, full ? Py_True : Py_False);
+    } else {
+        raise_damage(state_of(self)->corrupt_records, &damage);
     }
     PyBuffer_Release(&view);
     return result;
@@ -229,8 +236,10 @@ static PyObject *KeyOffsetMap_map_records(KeyOffsetMap *self, PyObject *args) {
 static inline Py_ssize_t zz_size32(int32_t v) { return uvarint_size(zz32(v)); }
 
 /* A kept record re-encoded as the reference's builder writes it: attributes 0, the timestamp
- * delta against the new base, canonical varints, headers copied field by field. */
+ * delta against the new base, canonical varints, headers copied field by field. The record was
+ * parsed whole before, so its varints read without damage. */
 static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t ts, int64_t base) {
+    Damage damage = {0};
     __int128 delta = (__int128)ts - base;
     uint64_t zts = (uint64_t)((delta << 1) ^ (delta >> 63));
     Py_ssize_t body = 1 + uvarint_size(zts) + zz_size32(r->offset_delta) + zz_size32(r->key_len) +
@@ -239,10 +248,10 @@ static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t 
     Py_ssize_t pos = r->headers_pos;
     for (int32_t h = 0; h < r->header_count; h++) {
         int32_t n;
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, &damage) < 0) return -1;
         body += zz_size32(n) + n;
         pos += n;
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, &damage) < 0) return -1;
         body += zz_size32(n) + (n > 0 ? n : 0);
         if (n > 0) pos += n;
     }
@@ -261,12 +270,12 @@ static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t 
     pos = r->headers_pos;
     for (int32_t h = 0; h < r->header_count; h++) {
         int32_t n = 0; /* the first pass above read these same varints without error */
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, &damage) < 0) return -1;
         p = put_uvarint(p, zz32(n));
         memcpy(p, d + pos, (size_t)n);
         p += n;
         pos += n;
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, &damage) < 0) return -1;
         p = put_uvarint(p, zz32(n));
         if (n > 0) { memcpy(p, d + pos, (size_t)n); p += n; pos += n; }
     }
@@ -298,8 +307,8 @@ void decide(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base
     }
 }
 
-static void invalid_records(PyObject *msg) {
-    if (msg) { PyErr_SetObject(InvalidRecords, msg); Py_DECREF(msg); }
+static void invalid_records(KeyOffsetMap *self, PyObject *msg) {
+    if (msg) { PyErr_SetObject(state_of(self)->invalid_records, msg); Py_DECREF(msg); }
 }
 
 /* filter_records(data, count, base_offset, base_timestamp, has_lat, lat, keep_tombstones,
@@ -324,7 +333,11 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
     const uint8_t *d = view.buf;
     PyObject *result = NULL;
     Buf out = {0};
-    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat) < 0) goto done;
+    Damage damage = {0};
+    if (parse_all(self, d, view.len, count, base_ts, has_lat, lat, &damage) < 0) {
+        raise_damage(state_of(self)->corrupt_records, &damage);
+        goto done;
+    }
     Verdicts v;
     decide(self, d, count, base_offset, keep_tombstones, &v);
     const int64_t *stamps = self->stamps;
@@ -342,7 +355,7 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
             if (!self->keep[i]) continue;
             int64_t ts = stamps[i], delta = self->spans[i].offset_delta;
             if (delta <= last_delta) {
-                invalid_records(PyUnicode_FromFormat(
+                invalid_records(self, PyUnicode_FromFormat(
                     "offset %lld is not above the last offset %lld",
                     (long long)(base_offset + delta), (long long)(base_offset + last_delta)));
                 goto done;
@@ -350,7 +363,7 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
             last_delta = delta;
             if (ts < 0 && ts != -1) {
                 invalid_records(
-                    PyUnicode_FromFormat("invalid negative timestamp %lld", (long long)ts));
+                    self, PyUnicode_FromFormat("invalid negative timestamp %lld", (long long)ts));
                 goto done;
             }
             if (ts > max_ts) max_ts = ts;
@@ -408,50 +421,80 @@ static PyMethodDef KeyOffsetMap_methods[] = {
      "has_horizon, horizon, new_horizon) -> (read, kept, invalid, region, base_timestamp, "
      "max_timestamp, horizon, last_kept_delta)"},
     {"map_region", (PyCFunction)KeyOffsetMap_map_region, METH_VARARGS,
-     "map_region(buffer, position, until, end, start, max_batch_size) -> (position, read, full)"},
+     "map_region(buffer, segment, position, until, end, start, max_batch_size) -> "
+     "(position, read, full)"},
     {"filter_region", (PyCFunction)KeyOffsetMap_filter_region, METH_VARARGS,
-     "filter_region(buffer, position, until, end, max_batch_size, upper_bound_offset, "
+     "filter_region(buffer, segment, position, until, end, max_batch_size, "
+     "upper_bound_offset, "
      "last_producer_ids, current_time) -> (position, read, kept, invalid, batches)"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject KeyOffsetMapType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.cleaner._keymap.KeyOffsetMap",
-    .tp_basicsize = sizeof(KeyOffsetMap),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KeyOffsetMap(limit, log_limit=0): key -> latest offset for one cleaning round; "
-              "the key scan keeps up to log_limit bytes of notes (batches and records) for the recopy",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)KeyOffsetMap_init,
-    .tp_dealloc = (destructor)KeyOffsetMap_dealloc,
-    .tp_methods = KeyOffsetMap_methods,
-    .tp_getset = KeyOffsetMap_getset,
+static PyType_Slot KeyOffsetMap_slots[] = {
+    {Py_tp_doc, "KeyOffsetMap(limit, log_limit=0): key -> latest offset for one cleaning round; "
+                "the key scan keeps up to log_limit bytes of notes (batches and records) for "
+                "the recopy"},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, KeyOffsetMap_init},
+    {Py_tp_dealloc, KeyOffsetMap_dealloc},
+    {Py_tp_methods, KeyOffsetMap_methods},
+    {Py_tp_getset, KeyOffsetMap_getset},
+    {0, NULL},
 };
 
-/* The record loops' exceptions are _fastcodec's own objects, so Python code catches one class
- * whichever extension raised it. */
-PyObject *CorruptRecords;
-PyObject *InvalidRecords;
+static PyType_Spec KeyOffsetMap_spec = {
+    .name = "kafkalog.cleaner._keymap.KeyOffsetMap",
+    .basicsize = sizeof(KeyOffsetMap),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = KeyOffsetMap_slots,
+};
+
+static int keymap_exec(PyObject *m) {
+    KeymapState *st = keymap_state(m);
+    PyObject *codec = PyImport_ImportModule("kafkalog.records._fastcodec");
+    if (!codec) return -1;
+    st->corrupt_records = PyObject_GetAttrString(codec, "CorruptRecords");
+    st->invalid_records = PyObject_GetAttrString(codec, "InvalidRecords");
+    Py_DECREF(codec);
+    if (!st->corrupt_records || !st->invalid_records) return -1;
+    st->key_offset_map = PyType_FromModuleAndSpec(m, &KeyOffsetMap_spec, NULL);
+    if (!st->key_offset_map) return -1;
+    return PyModule_AddObjectRef(m, "KeyOffsetMap", st->key_offset_map);
+}
+
+static int keymap_traverse(PyObject *m, visitproc visit, void *arg) {
+    KeymapState *st = keymap_state(m);
+    Py_VISIT(st->corrupt_records);
+    Py_VISIT(st->invalid_records);
+    Py_VISIT(st->key_offset_map);
+    return 0;
+}
+
+static int keymap_clear(PyObject *m) {
+    KeymapState *st = keymap_state(m);
+    Py_CLEAR(st->corrupt_records);
+    Py_CLEAR(st->invalid_records);
+    Py_CLEAR(st->key_offset_map);
+    return 0;
+}
+
+static void keymap_free(void *m) { keymap_clear((PyObject *)m); }
+
+static PyModuleDef_Slot keymap_slots[] = {
+    {Py_mod_exec, keymap_exec},
+    {0, NULL},
+};
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "kafkalog.cleaner._keymap",
-    "The cleaner's key -> latest offset map at compiled speed (see kafkalog.cleaner.keymap).", -1,
-    NULL, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkalog.cleaner._keymap",
+    .m_doc = "The cleaner's key -> latest offset map at compiled speed "
+             "(see kafkalog.cleaner.keymap).",
+    .m_size = sizeof(KeymapState),
+    .m_slots = keymap_slots,
+    .m_traverse = keymap_traverse,
+    .m_clear = keymap_clear,
+    .m_free = keymap_free,
 };
 
-PyMODINIT_FUNC PyInit__keymap(void) {
-    if (PyType_Ready(&KeyOffsetMapType) < 0) return NULL;
-    PyObject *codec = PyImport_ImportModule("kafkalog.records._fastcodec");
-    if (!codec) return NULL;
-    CorruptRecords = PyObject_GetAttrString(codec, "CorruptRecords");
-    InvalidRecords = PyObject_GetAttrString(codec, "InvalidRecords");
-    Py_DECREF(codec);
-    if (!CorruptRecords || !InvalidRecords) return NULL;
-    PyObject *m = PyModule_Create(&module_def);
-    if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "KeyOffsetMap", (PyObject *)&KeyOffsetMapType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__keymap(void) { return PyModuleDef_Init(&module_def); }

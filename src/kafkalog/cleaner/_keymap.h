@@ -2,9 +2,17 @@
  * and the interleaved walks over runs of batches (_keymap_runs.c). Private to the
  * extension; the record parsing helpers come from kafkalog/records/_fastcodec.h.
  */
-#ifndef KAFKALOG_COMPACT_H
-#define KAFKALOG_COMPACT_H
+#ifndef KAFKALOG_KEYMAP_H
+#define KAFKALOG_KEYMAP_H
 #include "_fastcodec.h"
+
+/* Per-module state (PEP 489, PEP 573): the KeyOffsetMap heap type, and _fastcodec's exception
+ * classes, so Python code catches one class whichever extension raised it. */
+typedef struct {
+    PyObject *corrupt_records;
+    PyObject *invalid_records;
+    PyObject *key_offset_map;
+} KeymapState;
 
 typedef struct {
     Py_ssize_t key; /* offset of the key in the arena; -1 for an empty slot */
@@ -70,9 +78,8 @@ typedef struct {
 /* the key's id, or -1 on error */
 Py_ssize_t map_put(KeyOffsetMap *self, const uint8_t *key, Py_ssize_t n, int64_t offset);
 int scratch_reserve(KeyOffsetMap *self, Py_ssize_t count);
-int record_timestamp(const RecordSpan *r, int64_t base_ts, int has_lat, int64_t lat, int64_t *ts);
 int parse_all(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t end, Py_ssize_t count,
-              int64_t base_ts, int has_lat, int64_t lat);
+              int64_t base_ts, int has_lat, int64_t lat, Damage *damage);
 Py_ssize_t map_parsed(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count,
                       int64_t base_offset, int64_t start, int *full, int *loggable);
 void decide(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base_offset,

@@ -59,8 +59,9 @@ PyObject *KeyOffsetMap_map_region(KeyOffsetMap *self, PyObject *args) {
     while (pos < until && simple_batch(d, pos, end, max_size, &b)) {
         const uint8_t *records = d + pos + V2_HEADER_SIZE;
         int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
+        Damage damage = {0}; /* not raised: the scanner path reports it */
         int parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count, b.base_timestamp,
-                               has_lat, b.max_timestamp);
+                               has_lat, b.max_timestamp, &damage);
         if (parsed < 0) {
             no_memory = parsed == -2;
             break;
@@ -163,13 +164,11 @@ PyObject *KeyOffsetMap_filter_region(KeyOffsetMap *self, PyObject *args) {
         } else {
             const uint8_t *records = d + pos + V2_HEADER_SIZE;
             int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
+            Damage damage = {0}; /* not raised: the scanner path reports it */
             int parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count,
-                                   b.base_timestamp, has_lat, b.max_timestamp);
+                                   b.base_timestamp, has_lat, b.max_timestamp, &damage);
             if (parsed == -2) goto fail;
-            if (parsed < 0) {
-                PyErr_Clear(); /* damage: the scanner path reports it */
-                break;
-            }
+            if (parsed < 0) break;
             decide(self, records, b.count, b.base_offset, keep_tombstones, &v);
         }
         if (v.kept == b.count && v.kept > 0) {

@@ -2,7 +2,7 @@
  *
  * Why: the cleaner's key scan walks a segment's mapping in compiled code that releases the GIL,
  * while a worker gets the next stretch into the page tables by reading a byte of every
- * fault-around window (kafkalog.storage.page_in says why that, rather than MADV_POPULATE_READ).
+ * fault-around window (kafkalog.cleaner.page_in says why that, rather than MADV_POPULATE_READ).
  * In Python that loop would hold the GIL, so the walk could not start its next call meanwhile.
  * Refuses: writing, and reading outside the buffer it holds for the whole call (the mapping
  * cannot be closed under it); whether the file still reaches `end` is the caller's to ensure.
@@ -49,9 +49,16 @@ static PyMethodDef pagein_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyModuleDef_Slot pagein_slots[] = {{0, NULL}};
+
+/* No state at all, and multi-phase init (PEP 489), so every interpreter may import it. */
 static struct PyModuleDef pagein_module = {
-    PyModuleDef_HEAD_INIT, "_pagein", "Page a mapped buffer in without the GIL.", -1,
-    pagein_methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkalog.cleaner._pagein",
+    .m_doc = "Page a mapped buffer in without the GIL (see kafkalog.cleaner.page_in).",
+    .m_size = 0,
+    .m_methods = pagein_methods,
+    .m_slots = pagein_slots,
 };
 
-PyMODINIT_FUNC PyInit__pagein(void) { return PyModule_Create(&pagein_module); }
+PyMODINIT_FUNC PyInit__pagein(void) { return PyModuleDef_Init(&pagein_module); }

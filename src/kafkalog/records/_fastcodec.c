@@ -14,8 +14,17 @@
 
 #include "_fastcodec.h"
 
-PyObject *CorruptRecords;
-PyObject *InvalidRecords;
+/* Per-module state (PEP 489 multi-phase init, PEP 573): each interpreter that imports the
+ * module gets its own exception classes and ColumnBuilder type; no C global holds an object. */
+typedef struct {
+    PyObject *corrupt_records; /* (message, position) -> CorruptRecordError in Python */
+    PyObject *invalid_records; /* (message,) -> InvalidRecordError */
+    PyObject *column_builder;  /* the heap type */
+} CodecState;
+
+static inline CodecState *codec_state(PyObject *module) {
+    return (CodecState *)PyModule_GetState(module);
+}
 
 /* ---- ColumnBuilder: records -> Arrow buffers ---------------------------------------------- */
 
@@ -63,22 +72,24 @@ static int ColumnBuilder_init(ColumnBuilder *self, PyObject *args, PyObject *kw)
 }
 
 static void ColumnBuilder_dealloc(ColumnBuilder *self) {
+    PyTypeObject *type = Py_TYPE(self);
     for (int i = 0; i < C_COUNT; i++) buf_free(&self->b[i]);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* instances of a heap type own a reference to it */
 }
 
-/* The headers of one record, from the byte after its value; the reference's checks. */
 /* Copy the headers of a record parse_record has already checked into the header columns. */
-static int store_headers(ColumnBuilder *self, const uint8_t *d, const RecordSpan *r) {
+static int store_headers(ColumnBuilder *self, const uint8_t *d, const RecordSpan *r,
+                         Damage *damage) {
     Py_ssize_t pos = r->headers_pos;
     for (int32_t h = 0; h < r->header_count; h++) {
         int32_t n;
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, damage) < 0) return -1;
         if (buf_put(&self->b[C_HKDATA], d + pos, n) ||
             buf_offset(&self->b[C_HKOFF], self->b[C_HKDATA].len))
             return -1;
         pos += n;
-        if (read_varint32(d, r->end, &pos, &n) < 0) return -1;
+        if (read_varint32(d, r->end, &pos, &n, damage) < 0) return -1;
         if ((n >= 0 && buf_put(&self->b[C_HVDATA], d + pos, n)) ||
             buf_offset(&self->b[C_HVOFF], self->b[C_HVDATA].len) ||
             buf_u8(&self->b[C_HVVALID], n >= 0))
@@ -89,7 +100,8 @@ static int store_headers(ColumnBuilder *self, const uint8_t *d, const RecordSpan
     return 0;
 }
 
-/* add(data, count, base_offset, base_timestamp, log_append_time, timestamp_type, lo, hi):
+/* add(data, count, base_offset, base_timestamp, has_log_append_time, log_append_time,
+ *     timestamp_type, lo, hi):
  * decode exactly `count` records filling `data`; keep those with lo <= offset < hi. All or
  * nothing: on damage the builder is left as it was and CorruptRecords is raised. */
 static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
@@ -108,27 +120,28 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
     int saved_sequential = self->sequential;
     const uint8_t *d = view.buf;
     Py_ssize_t end = view.len, pos = 0;
+    Damage damage = {0};
     if (count < 0) {
-        corrupt("negative record count", 0);
+        damaged(&damage, "negative record count", 0);
         goto fail;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         RecordSpan r;
-        if (parse_record(d, end, &pos, &r) < 0) goto fail;
+        if (parse_record(d, end, &pos, &r, &damage) < 0) goto fail;
         int64_t tsd = r.ts_delta;
         int32_t od = r.offset_delta, kn = r.key_len, vn = r.value_len;
         Py_ssize_t start = r.start, kpos = r.key_pos, vpos = r.value_pos;
         int64_t offset = base_offset + od;
         int keep = offset >= lo && offset < hi;
         Py_ssize_t hstart = self->headers;
-        if (keep && self->with_headers && r.header_count > 0 && store_headers(self, d, &r) < 0)
+        if (keep && self->with_headers && r.header_count > 0 && store_headers(self, d, &r, &damage) < 0)
             goto fail;
         if (!keep) continue;
         int64_t ts;
         if (has_lat) {
             ts = lat;
         } else if (__builtin_add_overflow((int64_t)base_ts, tsd, &ts)) {
-            corrupt("record timestamp does not fit in 64 bits", start);
+            damaged(&damage, "record timestamp does not fit in 64 bits", start);
             goto fail;
         }
         if (od != i) self->sequential = 0;
@@ -139,7 +152,7 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
             if (ts > self->max_ts) self->max_ts = ts;
         }
         if (self->ts_scale != 1 && __builtin_mul_overflow(ts, self->ts_scale, &ts)) {
-            corrupt("record timestamp does not fit in 64 bits", start);
+            damaged(&damage, "record timestamp does not fit in 64 bits", start);
             goto fail;
         }
         if (self->light) {
@@ -165,7 +178,7 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
         continue;
     }
     if (pos != end) {
-        corrupt("incorrect declared batch size: bytes remain after the last record", pos);
+        damaged(&damage, "incorrect declared batch size: bytes remain after the last record", pos);
         goto fail;
     }
     PyBuffer_Release(&view);
@@ -180,7 +193,8 @@ fail:
     self->rows = saved_rows;
     self->headers = saved_headers;
     PyBuffer_Release(&view);
-    return NULL;
+    return raise_damage(((CodecState *)PyType_GetModuleState(Py_TYPE(self)))->corrupt_records,
+                        &damage);
 }
 
 /* Byte-per-row validity -> an Arrow bitmap, or None when nothing is null. */
@@ -263,17 +277,21 @@ static PyGetSetDef ColumnBuilder_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ColumnBuilderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "kafkalog.records._fastcodec.ColumnBuilder",
-    .tp_basicsize = sizeof(ColumnBuilder),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Decodes v2 records into Arrow-layout column buffers.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)ColumnBuilder_init,
-    .tp_dealloc = (destructor)ColumnBuilder_dealloc,
-    .tp_methods = ColumnBuilder_methods,
-    .tp_getset = ColumnBuilder_getset,
+static PyType_Slot ColumnBuilder_slots[] = {
+    {Py_tp_doc, "Decodes v2 records into Arrow-layout column buffers."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, ColumnBuilder_init},
+    {Py_tp_dealloc, ColumnBuilder_dealloc},
+    {Py_tp_methods, ColumnBuilder_methods},
+    {Py_tp_getset, ColumnBuilder_getset},
+    {0, NULL},
+};
+
+static PyType_Spec ColumnBuilder_spec = {
+    .name = "kafkalog.records._fastcodec.ColumnBuilder",
+    .basicsize = sizeof(ColumnBuilder),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = ColumnBuilder_slots,
 };
 
 /* ---- encode: Arrow buffers -> the records region of v2 batches ---------------------------- */
@@ -338,7 +356,8 @@ static inline const char *bincol_get(const BinCol *c, Py_ssize_t i, Py_ssize_t *
  *   -> (records_region, rows_taken, base_timestamp, max_timestamp)
  * Rows from row_start while the region stays within max_bytes (at least one row). Offset
  * deltas are 0, 1, ...; the base timestamp is the first row's, as Kafka's builder does. */
-static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args) {
+static PyObject *encode(PyObject *module, PyObject *args) {
+    PyObject *invalid_records = codec_state(module)->invalid_records;
     Py_ssize_t row_start, row_end, max_bytes;
     PyObject *kspec, *vspec, *tspec, *hspec;
     if (!PyArg_ParseTuple(args, "nnnOOOO", &row_start, &row_end, &max_bytes, &kspec, &vspec,
@@ -382,7 +401,7 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args) {
         if (ts.present && is_valid(&ts.valid, ts.has_valid, ts.off + i))
             t = ((const int64_t *)ts.values.buf)[ts.off + i];
         if (t < 0 && t != -1) {
-            PyErr_Format(InvalidRecords, "invalid negative timestamp %lld (row %zd)",
+            PyErr_Format(invalid_records, "invalid negative timestamp %lld (row %zd)",
                          (long long)t, i);
             goto done;
         }
@@ -407,13 +426,13 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args) {
             bincol_get(&hkeys, h, &hkl);
             bincol_get(&hvalues, h, &hvl);
             if (hkl < 0) {
-                PyErr_Format(InvalidRecords, "header %zd of row %zd has a null key", h - h0, i);
+                PyErr_Format(invalid_records, "header %zd of row %zd has a null key", h - h0, i);
                 goto done;
             }
             body += uvarint_size(zz32(hkl)) + hkl + uvarint_size(zz32(hvl)) + (hvl > 0 ? hvl : 0);
         }
         if (body > INT32_MAX / 2) {
-            PyErr_Format(InvalidRecords, "row %zd is too large for a record", i);
+            PyErr_Format(invalid_records, "row %zd is too large for a record", i);
             goto done;
         }
         Py_ssize_t size = uvarint_size(zz32(body)) + body;
@@ -496,26 +515,54 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "kafkalog.records._fastcodec",
-    "The v2 record loop at compiled speed (see kafkalog.records.columnar).", -1, module_methods,
-    NULL, NULL, NULL, NULL,
+static int codec_exec(PyObject *m) {
+    CodecState *st = codec_state(m);
+    st->corrupt_records = PyErr_NewException("kafkalog.records._fastcodec.CorruptRecords",
+                                             PyExc_ValueError, NULL);
+    st->invalid_records = PyErr_NewException("kafkalog.records._fastcodec.InvalidRecords",
+                                             PyExc_ValueError, NULL);
+    st->column_builder = PyType_FromModuleAndSpec(m, &ColumnBuilder_spec, NULL);
+    if (!st->corrupt_records || !st->invalid_records || !st->column_builder ||
+        PyModule_AddObjectRef(m, "CorruptRecords", st->corrupt_records) < 0 ||
+        PyModule_AddObjectRef(m, "InvalidRecords", st->invalid_records) < 0 ||
+        PyModule_AddObjectRef(m, "ColumnBuilder", st->column_builder) < 0)
+        return -1;
+    return 0;
+}
+
+static int codec_traverse(PyObject *m, visitproc visit, void *arg) {
+    CodecState *st = codec_state(m);
+    Py_VISIT(st->corrupt_records);
+    Py_VISIT(st->invalid_records);
+    Py_VISIT(st->column_builder);
+    return 0;
+}
+
+static int codec_clear(PyObject *m) {
+    CodecState *st = codec_state(m);
+    Py_CLEAR(st->corrupt_records);
+    Py_CLEAR(st->invalid_records);
+    Py_CLEAR(st->column_builder);
+    return 0;
+}
+
+static void codec_free(void *m) { codec_clear((PyObject *)m); }
+
+static PyModuleDef_Slot codec_slots[] = {
+    {Py_mod_exec, codec_exec},
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__fastcodec(void) {
-    if (PyType_Ready(&ColumnBuilderType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module_def);
-    if (!m) return NULL;
-    CorruptRecords = PyErr_NewException("kafkalog.records._fastcodec.CorruptRecords",
-                                        PyExc_ValueError, NULL);
-    InvalidRecords = PyErr_NewException("kafkalog.records._fastcodec.InvalidRecords",
-                                        PyExc_ValueError, NULL);
-    if (!CorruptRecords || !InvalidRecords ||
-        PyModule_AddObjectRef(m, "CorruptRecords", CorruptRecords) < 0 ||
-        PyModule_AddObjectRef(m, "InvalidRecords", InvalidRecords) < 0 ||
-        PyModule_AddObjectRef(m, "ColumnBuilder", (PyObject *)&ColumnBuilderType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkalog.records._fastcodec",
+    .m_doc = "The v2 record loop at compiled speed (see kafkalog.records.columnar).",
+    .m_size = sizeof(CodecState),
+    .m_methods = module_methods,
+    .m_slots = codec_slots,
+    .m_traverse = codec_traverse,
+    .m_clear = codec_clear,
+    .m_free = codec_free,
+};
+
+PyMODINIT_FUNC PyInit__fastcodec(void) { return PyModuleDef_Init(&module_def); }

@@ -1,5 +1,7 @@
-/* Shared by the compiled record loops (_fastcodec.c, and the cleaner's _keymap.c): growable buffers, varints
- * with the pure-Python reference's limits, and Kafka's murmur2. Header-only, all static inline.
+/* Shared by the compiled record loops (_fastcodec.c, and the cleaner's _keymap.c): growable
+ * buffers, varints with the pure-Python reference's limits, Kafka's murmur2, the v2 record and
+ * batch parsers. Header-only, all static inline, and stateless: damage is recorded in the
+ * caller's Damage, and each extension raises it with the exception class in its module state.
  */
 #ifndef KAFKALOG_FASTCODEC_H
 #define KAFKALOG_FASTCODEC_H
@@ -8,9 +10,33 @@
 #include <stdint.h>
 #include <string.h>
 
-/* (message, position) -> CorruptRecordError in Python; (message,) -> InvalidRecordError */
-extern PyObject *CorruptRecords;
-extern PyObject *InvalidRecords;
+/* Damage found by a walk: the first thing wrong and where. The helpers below record it here
+ * instead of raising, because some walks run without the GIL and none knows which module's
+ * exception class to raise; the entry point, which holds its module's state, raises it
+ * (raise_damage) or, in a walk that leaves damage to the scanner path, just stops. */
+typedef struct {
+    const char *message;
+    Py_ssize_t position;
+} Damage;
+
+static inline int damaged(Damage *damage, const char *message, Py_ssize_t position) {
+    if (!damage->message) {
+        damage->message = message;
+        damage->position = position;
+    }
+    return -1;
+}
+
+/* CorruptRecords(message, position) from what a walk recorded; NULL, for `return` */
+static inline PyObject *raise_damage(PyObject *corrupt_records, const Damage *damage) {
+    if (!damage->message || PyErr_Occurred()) return NULL;
+    PyObject *args = Py_BuildValue("(sn)", damage->message, damage->position);
+    if (args) {
+        PyErr_SetObject(corrupt_records, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
 
 /* The cleaner's key scan runs these helpers with the GIL released (see kafkalog/cleaner/_keymap_runs.c), so
  * they allocate with PyMem_Raw* and set an exception only when the GIL is held; without it a
@@ -65,25 +91,13 @@ static inline void buf_free(Buf *b) {
 
 /* ---- varints, with the reference's limits ------------------------------------------------ */
 
-static inline void corrupt(const char *message, Py_ssize_t position) {
-    if (!PyGILState_Check()) return; /* a walk without the GIL stops; the scanner path says why */
-    PyObject *args = Py_BuildValue("(sn)", message, position);
-    if (args) {
-        PyErr_SetObject(CorruptRecords, args);
-        Py_DECREF(args);
-    }
-}
-
-/* An unsigned varint of at most max_bytes; -1 (exception set) when it runs past end or on. */
+/* An unsigned varint of at most max_bytes; -1 (damage recorded) when it runs past end or on. */
 static inline int read_uvarint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int max_bytes,
-                               uint64_t *out) {
+                               uint64_t *out, Damage *damage) {
     uint64_t result = 0;
     Py_ssize_t p = *pos;
     for (int i = 0; i < max_bytes; i++) {
-        if (p + i >= end) {
-            corrupt("varint runs past the end of the buffer", p);
-            return -1;
-        }
+        if (p + i >= end) return damaged(damage, "varint runs past the end of the buffer", p);
         uint8_t b = d[p + i];
         if (i < 10) result |= (uint64_t)(b & 0x7F) << (7 * i);
         if (b < 0x80) {
@@ -92,21 +106,24 @@ static inline int read_uvarint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos
             return 0;
         }
     }
-    corrupt(max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes", p);
-    return -1;
+    return damaged(damage,
+                   max_bytes == 5 ? "varint is longer than 5 bytes" : "varlong is longer than 10 bytes",
+                   p);
 }
 
-static inline int read_varint32(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int32_t *out) {
+static inline int read_varint32(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int32_t *out,
+                                Damage *damage) {
     uint64_t u;
-    if (read_uvarint(d, end, pos, 5, &u) < 0) return -1;
+    if (read_uvarint(d, end, pos, 5, &u, damage) < 0) return -1;
     uint32_t v = (uint32_t)u;
     *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
     return 0;
 }
 
-static inline int read_varint64(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out) {
+static inline int read_varint64(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out,
+                                Damage *damage) {
     uint64_t u;
-    if (read_uvarint(d, end, pos, 10, &u) < 0) return -1;
+    if (read_uvarint(d, end, pos, 10, &u, damage) < 0) return -1;
     *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
     return 0;
 }
@@ -184,34 +201,27 @@ static inline int utf8_valid(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
-/* Walk the headers from their count at *pos (*first: the first header): lengths in bounds, keys UTF-8 (the reference
- * decodes them to str). */
+/* Walk the headers from their count at *pos (*first: the first header): lengths in bounds,
+ * keys UTF-8 (the reference decodes them to str). */
 static inline int check_headers(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t rec_end,
-                                Py_ssize_t start, int32_t *count_out, Py_ssize_t *first) {
+                                Py_ssize_t start, int32_t *count_out, Py_ssize_t *first,
+                                Damage *damage) {
     int32_t count;
-    if (read_varint32(d, rec_end, pos, &count) < 0) return -1;
-    if (count < 0 || count > rec_end - *pos) {
-        corrupt("record has an invalid header count", start);
-        return -1;
-    }
+    if (read_varint32(d, rec_end, pos, &count, damage) < 0) return -1;
+    if (count < 0 || count > rec_end - *pos)
+        return damaged(damage, "record has an invalid header count", start);
     *first = *pos;
     for (int32_t h = 0; h < count; h++) {
         int32_t n;
-        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
-        if (n < 0 || *pos + n > rec_end) {
-            corrupt("record has an invalid header key length", start);
-            return -1;
-        }
-        if (!utf8_valid(d + *pos, n)) {
-            corrupt("record has a header key that is not UTF-8", start);
-            return -1;
-        }
+        if (read_varint32(d, rec_end, pos, &n, damage) < 0) return -1;
+        if (n < 0 || *pos + n > rec_end)
+            return damaged(damage, "record has an invalid header key length", start);
+        if (!utf8_valid(d + *pos, n))
+            return damaged(damage, "record has a header key that is not UTF-8", start);
         *pos += n;
-        if (read_varint32(d, rec_end, pos, &n) < 0) return -1;
-        if (n < -1 || (n >= 0 && *pos + n > rec_end)) {
-            corrupt("record has an invalid header value length", start);
-            return -1;
-        }
+        if (read_varint32(d, rec_end, pos, &n, damage) < 0) return -1;
+        if (n < -1 || (n >= 0 && *pos + n > rec_end))
+            return damaged(damage, "record has an invalid header value length", start);
         if (n > 0) *pos += n;
     }
     *count_out = count;
@@ -220,42 +230,40 @@ static inline int check_headers(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t re
 
 /* Parse the record at *pos of d[0:end] with the reference's checks, in its order; on success
  * *pos is the next record. Headers are checked, not copied (their bytes start at headers_pos). */
-static inline int parse_record(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, RecordSpan *r) {
+static inline int parse_record(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, RecordSpan *r,
+                               Damage *damage) {
     Py_ssize_t start = *pos, p = start;
     int32_t length;
     r->start = start;
-    if (read_varint32(d, end, &p, &length) < 0) return -1;
+    if (read_varint32(d, end, &p, &length, damage) < 0) return -1;
     Py_ssize_t rec_end = p + length;
-    if (length < 6 || rec_end > end) {
-        corrupt("record declares an invalid length", start);
-        return -1;
-    }
+    if (length < 6 || rec_end > end)
+        return damaged(damage, "record declares an invalid length", start);
     p += 1; /* attributes: unused */
-    if (read_varint64(d, end, &p, &r->ts_delta) < 0 ||
-        read_varint32(d, end, &p, &r->offset_delta) < 0 ||
-        read_varint32(d, end, &p, &r->key_len) < 0)
+    if (read_varint64(d, end, &p, &r->ts_delta, damage) < 0 ||
+        read_varint32(d, end, &p, &r->offset_delta, damage) < 0 ||
+        read_varint32(d, end, &p, &r->key_len, damage) < 0)
         return -1;
-    if (r->key_len < -1) { corrupt("record has an invalid key length", start); return -1; }
+    if (r->key_len < -1) return damaged(damage, "record has an invalid key length", start);
     r->key_pos = p;
     if (r->key_len > 0) p += r->key_len;
-    if (p > rec_end) { corrupt("record fields run past its length", start); return -1; }
-    if (read_varint32(d, end, &p, &r->value_len) < 0) return -1;
-    if (r->value_len < -1) { corrupt("record has an invalid value length", start); return -1; }
+    if (p > rec_end) return damaged(damage, "record fields run past its length", start);
+    if (read_varint32(d, end, &p, &r->value_len, damage) < 0) return -1;
+    if (r->value_len < -1) return damaged(damage, "record has an invalid value length", start);
     r->value_pos = p;
     if (r->value_len > 0) p += r->value_len;
-    if (p >= end) { corrupt("record runs past the end of the batch", p); return -1; }
-    if (p >= rec_end) { corrupt("record fields run past its length", start); return -1; }
+    if (p >= end) return damaged(damage, "record runs past the end of the batch", p);
+    if (p >= rec_end) return damaged(damage, "record fields run past its length", start);
     if (d[p] == 0) {
         p += 1;
         r->header_count = 0;
         r->headers_pos = p;
-    } else if (check_headers(d, &p, rec_end, start, &r->header_count, &r->headers_pos) < 0) {
+    } else if (check_headers(d, &p, rec_end, start, &r->header_count, &r->headers_pos,
+                             damage) < 0) {
         return -1;
     }
-    if (p != rec_end) {
-        corrupt("record declares a length its fields do not take", start);
-        return -1;
-    }
+    if (p != rec_end)
+        return damaged(damage, "record declares a length its fields do not take", start);
     r->end = rec_end;
     *pos = rec_end;
     return 0;
