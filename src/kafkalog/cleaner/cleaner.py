@@ -21,7 +21,12 @@ from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
 from kafkalog.cleaner.offset_map import OffsetMap
 from kafkalog.cleaner.page_in import page_in_ahead
-from kafkalog.cleaner.policy import CleanedTransactionMetadata, CleanerCounters, LogCleanerFilter
+from kafkalog.cleaner.policy import (
+    CleanedTransactionMetadata,
+    CleanerCounters,
+    LogCleanerFilter,
+    map_record,
+)
 from kafkalog.cleaner.selection import CleanerSegment, LogToClean, group_segments_by_size
 from kafkalog.cleaner.throttler import Throttler
 from kafkalog.clock import Clock
@@ -222,11 +227,11 @@ class Cleaner:
                 if full:
                     return True
             else:
-                for key, offset in ((r.key, r.offset) for r in batch.records()):
-                    if key is not None and offset >= start:
-                        if offset_map.size >= capacity:
-                            return True
-                        offset_map.put(key, offset)
+                for record in batch.records():
+                    if not map_record(
+                        offset_map, record.key, record.offset, start=start, capacity=capacity
+                    ):
+                        return True
                     stats.map_messages_read += 1
             if batch.last_offset >= start:
                 offset_map.update_latest_offset(batch.last_offset)

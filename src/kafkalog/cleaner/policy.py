@@ -210,6 +210,22 @@ class LogCleanerFilter:
         )
 
 
+def map_record(
+    offset_map: OffsetMap, key: bytes | None, offset: int, *, start: int, capacity: int
+) -> bool:
+    """Kafka's key scan, one record (``Cleaner.buildOffsetMapForSegment``): a keyed record at or
+    above ``start`` becomes its key's latest offset; keyless records and those below ``start``
+    are passed over. False, with nothing put, once the map holds ``capacity`` keys (the round
+    ends there, even if this key is already in). The compiled twin is ``map_parsed`` in
+    ``_keymap.c``; tests/test_cleaner_rules.py holds both to one table."""
+    if key is None or offset < start:
+        return True
+    if offset_map.size >= capacity:
+        return False
+    offset_map.put(key, offset)
+    return True
+
+
 def retain_record(
     offset_map: OffsetMap,
     batch: AnyBatch,
@@ -220,7 +236,9 @@ def retain_record(
     counters: CleanerCounters,
 ) -> bool:
     """Kafka's per-record rule: beyond the map -> keep; keyless -> drop (invalid); otherwise
-    keep the latest occurrence of its key, and a tombstone only until the delete horizon."""
+    keep the latest occurrence of its key, and a tombstone only until the delete horizon. The
+    compiled twins are ``decide`` and ``decide_logged`` in ``_keymap.c`` / ``_keymap_runs.c``;
+    tests/test_cleaner_rules.py holds all three to one table."""
     if record.offset > offset_map.latest_offset:
         return True
     key = record.key
