@@ -90,10 +90,15 @@ class LogCleanerManager:
         update: tuple[TopicPartition, int] | None = None,
         remove: TopicPartition | None = None,
     ) -> None:
-        """Rewrite ``log_dir``'s checkpoint: entries of partitions no longer there dropped."""
+        """Rewrite ``log_dir``'s checkpoint: entries of partitions no longer there dropped. "There"
+        is the directory, not the loaded logs: a manager that opened some partitions only (the
+        Spark sink's commit) keeps the others' entries."""
         with self._lock:
-            here = {tp for tp, log in self._logs().items() if log.directory.parent == log_dir}
-            current = {tp: o for tp, o in self._read(log_dir).items() if tp in here}
+            current = {
+                tp: o
+                for tp, o in self._read(log_dir).items()
+                if (log_dir / fn.partition_dir_name(tp)).is_dir()
+            }
             if update is not None:
                 current[update[0]] = update[1]
             if remove is not None:

@@ -33,14 +33,23 @@ class LogDirectory:
         self._lock = DirectoryLock.exclusive(path, "log directory")
         self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = OffsetCheckpointFile(path / fn.LOG_START_OFFSET_CHECKPOINT)
+        self.had_clean_shutdown = False
+        # checkpoint entries of partitions the manager did not open, written back unchanged
+        self._unopened: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] = ({}, {})
 
     def take_clean_shutdown(self) -> bool:
         """Whether the last shutdown was clean; the marker is removed, so a crash from now on
         counts as unclean."""
         marker = self.path / fn.CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        self.had_clean_shutdown = marker.exists()
         delete_if_exists(marker)
-        return clean
+        return self.had_clean_shutdown
+
+    def keep_unopened(
+        self, recovery: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int]
+    ) -> None:
+        """A partial load: these partitions' checkpoint entries outlive every rewrite."""
+        self._unopened = (dict(recovery), dict(starts))
 
     def mark_clean_shutdown(self) -> None:
         marker = self.path / fn.CLEAN_SHUTDOWN_FILE
@@ -60,8 +69,8 @@ class LogDirectory:
     def write_checkpoints(
         self, recovery: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int]
     ) -> None:
-        self.recovery_points.write(recovery)
-        self.log_start_offsets.write(starts)
+        self.recovery_points.write({**self._unopened[0], **recovery})
+        self.log_start_offsets.write({**self._unopened[1], **starts})
 
     def partition_dirs(self) -> list[Path]:
         return sorted(p for p in self.path.iterdir() if p.is_dir())

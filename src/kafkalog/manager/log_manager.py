@@ -64,7 +64,14 @@ class LogManager:
         clock: Clock | None = None,
         *,
         config: ManagerConfig | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
     ) -> None:
+        """``partitions``: open only these (Kafka has no such mode). The directories are locked
+        as always; the other partitions stay closed, keep their checkpoint entries, and are
+        recovered at the next full load if the last shutdown was not clean. For a short job
+        that touches a few partitions (the Spark sink's commit); topics cannot be created or
+        deleted through such a manager."""
+        self._only = None if partitions is None else frozenset(partitions)
         paths = (
             [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
         )
@@ -144,8 +151,16 @@ class LogManager:
                     continue  # not a partition (e.g. remote-log-index-cache)
                 if path.name.endswith(fn.DELETE_DIR_SUFFIX):
                     self._pending_deletes.append((self._delete_due(tp.topic), path))
+                elif self._only is not None and tp not in self._only:
+                    continue
                 elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
                     jobs.append((tp, path))
+            if self._only is not None:
+                opening = {tp for tp, _ in jobs}
+                d.keep_unopened(
+                    {tp: o for tp, o in recovery.items() if tp not in opening},
+                    {tp: o for tp, o in starts.items() if tp not in opening},
+                )
             threads = self.config.num_recovery_threads_per_data_dir
             with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-load") as pool:
                 futures = [
@@ -210,8 +225,8 @@ class LogManager:
         self.scheduler.schedule(
             "PeriodicProducerExpirationCheck",
             self.run_producer_expiration,
-            period_ms=c.producer_id_expiration_check_interval_ms,
-            delay_ms=c.producer_id_expiration_check_interval_ms,
+            period_ms=c.producer_state.producer_id_expiration_check_interval_ms,
+            delay_ms=c.producer_state.producer_id_expiration_check_interval_ms,
         )
 
     # --- topics and partitions ----------------------------------------------------------------
@@ -255,6 +270,7 @@ class LogManager:
         LogConfig.from_properties(overrides, defaults=self.default_config)  # fail before writing
         with self._lock:
             self._check_open()
+            self._check_whole(f"create topic {topic!r}")
             if any(tp.topic == topic for tp in self._logs):
                 raise TopicExistsError(f"topic {topic!r} already exists")
             dirs = [d.path for d in self._dirs]
@@ -302,6 +318,11 @@ class LogManager:
         check_int("partition", partition, 0, INT32_MAX)
         entry = self._logs.get(TopicPartition(topic, partition))
         if entry is None:
+            if self._only is not None and TopicPartition(topic, partition) not in self._only:
+                raise UnknownTopicOrPartitionError(
+                    f"{topic}-{partition} was not opened: this log manager opened "
+                    f"{len(self._only)} partitions only"
+                )
             raise UnknownTopicOrPartitionError(f"no log for {topic}-{partition}")
         return entry
 
@@ -333,6 +354,7 @@ class LogManager:
         after ``file.delete.delay.ms`` (``run_delete_logs``)."""
         with self._lock:
             self._check_open()
+            self._check_whole(f"delete topic {topic!r}")
             doomed = [tp for tp in self._logs if tp.topic == topic]
             if not doomed:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -439,6 +461,10 @@ class LogManager:
         if self._closed:
             raise KafkaLogError("the log manager is closed")
 
+    def _check_whole(self, action: str) -> None:
+        if self._only is not None:
+            raise KafkaLogError(f"cannot {action}: this log manager opened some partitions only")
+
     def close(self) -> None:
         """Stop the tasks, flush and close every log, write the checkpoints and the clean-shutdown
         marker of each directory, and release the locks."""
@@ -472,7 +498,9 @@ class LogManager:
                 raise failures[0]
             self.run_checkpoints()
             for d in self._dirs:
-                d.mark_clean_shutdown()
+                # a partial load recovered only what it opened: an unclean start stays unclean
+                if self._only is None or d.had_clean_shutdown:
+                    d.mark_clean_shutdown()
         finally:
             for d in self._dirs:
                 d.release()

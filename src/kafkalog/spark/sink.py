@@ -285,8 +285,10 @@ class _Writer:
 class KafkaLogBatchWriter(_Writer, DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         try:
-            with LogManager(list(self.opts.log_dirs)) as manager:
-                for staged in _staged_in_order(messages):
+            staged_files = _staged_in_order(messages)
+            touched = {TopicPartition(f.topic, f.partition) for f in staged_files}
+            with LogManager(list(self.opts.log_dirs), partitions=touched) as manager:
+                for staged in staged_files:
                     log = manager.get_log(staged.topic, staged.partition)
                     append_staged(log, memoryview(Path(staged.path).read_bytes()))
         finally:
@@ -334,7 +336,7 @@ class KafkaLogStreamWriter(_Writer, DataSourceStreamWriter):
                 by_partition.setdefault(TopicPartition(staged.topic, staged.partition), []).append(
                     staged
                 )
-            with LogManager(list(self.opts.log_dirs)) as manager:
+            with LogManager(list(self.opts.log_dirs), partitions=by_partition) as manager:
                 for tp, files in sorted(by_partition.items()):
                     commit_transaction(
                         manager.get_log(tp.topic, tp.partition), self.producer_id, batchId, files
