@@ -12,55 +12,54 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkalog.config_def import ConfigDef, Type, at_least, between, define
 from kafkalog.errors import InvalidConfigError
-from kafkalog.log.config import _int
 
-_KEYS = {
-    "log.cleaner.enable": "enable",
-    "log.cleaner.threads": "num_threads",
-    "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
-    "log.cleaner.io.buffer.size": "io_buffer_size",
-    "log.cleaner.io.buffer.load.factor": "dedupe_buffer_load_factor",
-    "log.cleaner.io.max.bytes.per.second": "max_io_bytes_per_second",
-    "log.cleaner.backoff.ms": "backoff_ms",
-    "message.max.bytes": "max_message_size",
-}
+
+def _positive(key: str, value: float) -> float:
+    if not value > 0:
+        raise InvalidConfigError(key, f"{value!r} is out of range: it must be above 0")
+    return value
 
 
 @dataclass(frozen=True)
 class CleanerConfig:
-    enable: bool = True
-    num_threads: int = 1
-    dedupe_buffer_size: int = 128 * 1024 * 1024
-    io_buffer_size: int = 512 * 1024
-    dedupe_buffer_load_factor: float = 0.9
-    max_io_bytes_per_second: float = math.inf
-    backoff_ms: int = 15_000
-    max_message_size: int = 1_048_588
+    enable: bool = define(
+        "log.cleaner.enable", Type.BOOLEAN, True, "Run the cleaner for compacted topics."
+    )
+    num_threads: int = define("log.cleaner.threads", Type.INT, 1, "Cleaner threads.", at_least(1))
+    dedupe_buffer_size: int = define(
+        "log.cleaner.dedupe.buffer.size", Type.LONG, 128 * 1024 * 1024,
+        "Memory for the key -> offset maps, over all threads.", at_least(0),
+    )  # fmt: skip
+    io_buffer_size: int = define(
+        "log.cleaner.io.buffer.size", Type.INT, 512 * 1024,
+        "Read and write buffers, over all threads.", at_least(1),
+    )  # fmt: skip
+    dedupe_buffer_load_factor: float = define(
+        "log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9,
+        "How full a key map may get before a round stops.", between(None, 1),
+    )  # fmt: skip
+    max_io_bytes_per_second: float = define(
+        "log.cleaner.io.max.bytes.per.second", Type.DOUBLE, math.inf,
+        "Throttle on the cleaner's reads and writes.", _positive,
+    )  # fmt: skip
+    backoff_ms: int = define(
+        "log.cleaner.backoff.ms", Type.LONG, 15_000, "Sleep when no log is cleanable.",
+        at_least(0),
+    )  # fmt: skip
+    max_message_size: int = define(
+        "message.max.bytes", Type.INT, 1_048_588, "Largest batch, so the buffers can grow to it.",
+        at_least(1),
+    )  # fmt: skip
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any] | None = None) -> CleanerConfig:
-        values: dict[str, Any] = {}
-        for key, value in (props or {}).items():
-            name = _KEYS.get(key)
-            if name is None:
-                raise InvalidConfigError(key, "unknown broker config name for the log cleaner")
-            if name == "enable":
-                text = str(value).strip().lower()
-                if text not in ("true", "false"):
-                    raise InvalidConfigError(key, f"{value!r} is not true or false")
-                values[name] = text == "true"
-            elif name in ("dedupe_buffer_load_factor", "max_io_bytes_per_second"):
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    raise InvalidConfigError(key, f"{value!r} is not a number") from None
-                if not number > 0 or (name == "dedupe_buffer_load_factor" and number > 1):
-                    raise InvalidConfigError(key, f"{value!r} is out of range")
-                values[name] = number
-            else:
-                low = 1 if name in ("num_threads", "io_buffer_size", "max_message_size") else 0
-                values[name] = _int(low)(key, value)
+        values = CLEANER_CONFIG.parse(
+            props or {}, unknown="unknown broker config name for the log cleaner"
+        )
+        if "dedupe_buffer_load_factor" in values:
+            _positive("log.cleaner.io.buffer.load.factor", values["dedupe_buffer_load_factor"])
         config = cls(**values)
         config.validate()
         return config
@@ -81,3 +80,6 @@ class CleanerConfig:
     def io_buffer_per_thread(self) -> int:
         """Each of the read and write buffers (Kafka halves the per-thread share)."""
         return max(self.io_buffer_size // self.num_threads // 2, 1)
+
+
+CLEANER_CONFIG = ConfigDef.of(CleanerConfig)

@@ -9,65 +9,40 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkalog.config_def import (
+    ConfigDef,
+    Type,
+    all_of,
+    at_least,
+    between,
+    define,
+    load_properties,
+    render,
+)
 from kafkalog.errors import InvalidConfigError
 from kafkalog.storage.segment import SegmentParams
-from kafkalog.types import INT32_MAX, INT64_MAX, CompressionType, TimestampType
+from kafkalog.types import INT64_MAX, CompressionType, TimestampType
 
-Validator = Callable[[str, Any], Any]
-
-
-def _int(low: int | None = None, high: int | None = None, *, int32: bool = False) -> Validator:
-    top = INT32_MAX if int32 else INT64_MAX
-    high = top if high is None else high
-
-    def parse(key: str, value: Any) -> int:
-        if isinstance(value, bool):
-            raise InvalidConfigError(key, f"expected an integer, got {value!r}")
-        try:
-            n = int(str(value).strip()) if not isinstance(value, int) else int(value)
-        except ValueError:
-            raise InvalidConfigError(key, f"expected an integer, got {value!r}") from None
-        if (low is not None and n < low) or n > high:
-            raise InvalidConfigError(key, f"{n} is outside [{low}, {high}]")
-        return n
-
-    return parse
+BOOLEAN, INT, LONG, DOUBLE, STRING, LIST = (
+    Type.BOOLEAN, Type.INT, Type.LONG, Type.DOUBLE, Type.STRING, Type.LIST,
+)  # fmt: skip
+WEEK_MS = 7 * 24 * 3600 * 1000
 
 
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise InvalidConfigError(key, f"expected true or false, got {value!r}")
-
-
-def _ratio(key: str, value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InvalidConfigError(key, f"expected a number, got {value!r}") from None
-    if not 0.0 <= x <= 1.0:
-        raise InvalidConfigError(key, f"{x} is outside [0, 1]")
-    return x
-
-
-def _policy(key: str, value: Any) -> frozenset[str]:
-    items = value if isinstance(value, list | tuple | set | frozenset) else str(value).split(",")
-    policies = frozenset(str(p).strip().lower() for p in items if str(p).strip())
+def _policy(key: str, value: tuple[str, ...]) -> frozenset[str]:
+    policies = frozenset(p.lower() for p in value)
     if not policies or not policies <= {"compact", "delete"}:
         raise InvalidConfigError(key, f"{value!r} must be a list of 'compact' and/or 'delete'")
     return policies
 
 
-def _compression(key: str, value: Any) -> str:
-    text = str(value).strip().lower()
+def _compression(key: str, value: str) -> str:
+    text = value.strip().lower()
     if text not in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"):
         raise InvalidConfigError(
             key, f"{value!r} is not one of uncompressed, zstd, lz4, snappy, gzip, producer"
@@ -83,114 +58,146 @@ def _timestamp_type(key: str, value: Any) -> TimestampType:
     raise InvalidConfigError(key, f"{value!r} must be CreateTime or LogAppendTime")
 
 
-def _gzip_level(key: str, value: Any) -> int:
-    n: int = _int(-1, 9, int32=True)(key, value)
-    if n == 0:
+def _not_zero(key: str, value: int) -> int:
+    if value == 0:
         raise InvalidConfigError(key, "gzip level must be 1..9 or -1")
-    return n
-
-
-def _string(key: str, value: Any) -> str:
-    return str(value)
-
-
-# (Kafka key, attribute, validator); the defaults are the LogConfig field defaults below
-_KEYS: tuple[tuple[str, str, Validator], ...] = (
-    ("segment.bytes", "segment_bytes", _int(14, int32=True)),
-    ("segment.ms", "segment_ms", _int(1)),
-    ("segment.jitter.ms", "segment_jitter_ms", _int(0)),
-    ("segment.index.bytes", "segment_index_bytes", _int(4, int32=True)),
-    ("index.interval.bytes", "index_interval_bytes", _int(0, int32=True)),
-    ("flush.messages", "flush_messages", _int(1)),
-    ("flush.ms", "flush_ms", _int(0)),
-    ("retention.bytes", "retention_bytes", _int()),
-    ("retention.ms", "retention_ms", _int(-1)),
-    ("max.message.bytes", "max_message_bytes", _int(0, int32=True)),
-    ("file.delete.delay.ms", "file_delete_delay_ms", _int(0)),
-    ("delete.retention.ms", "delete_retention_ms", _int(0)),
-    ("min.compaction.lag.ms", "min_compaction_lag_ms", _int(0)),
-    ("max.compaction.lag.ms", "max_compaction_lag_ms", _int(1)),
-    ("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", _ratio),
-    ("cleanup.policy", "cleanup_policy", _policy),
-    ("compression.type", "compression_type", _compression),
-    ("compression.gzip.level", "compression_gzip_level", _gzip_level),
-    ("compression.lz4.level", "compression_lz4_level", _int(1, 17, int32=True)),
-    ("compression.zstd.level", "compression_zstd_level", _int(-131072, 22, int32=True)),
-    ("preallocate", "preallocate", _bool),
-    ("message.timestamp.type", "message_timestamp_type", _timestamp_type),
-    ("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", _int(0)),
-    ("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", _int(0)),
-    ("message.timestamp.difference.max.ms", "message_timestamp_difference_max_ms", _int(0)),
-    ("message.format.version", "message_format_version", _string),
-    ("message.downconversion.enable", "message_downconversion_enable", _bool),
-    ("local.retention.ms", "local_retention_ms", _int(-2)),
-    ("local.retention.bytes", "local_retention_bytes", _int(-2)),
-    ("remote.storage.enable", "remote_storage_enable", _bool),
-    ("remote.log.copy.disable", "remote_log_copy_disable", _bool),
-    ("remote.log.delete.on.disable", "remote_log_delete_on_disable", _bool),
-    ("unclean.leader.election.enable", "unclean_leader_election_enable", _bool),
-    ("min.insync.replicas", "min_insync_replicas", _int(1, int32=True)),
-    ("leader.replication.throttled.replicas", "leader_replication_throttled_replicas", _string),
-    ("follower.replication.throttled.replicas", "follower_replication_throttled_replicas", _string),
-)
-KEY_TO_ATTR = {key: attr for key, attr, _ in _KEYS}
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java ``.properties`` file: ``key=value`` or ``key: value``, ``#``/``!`` comments."""
-    out: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise InvalidConfigError(str(path), f"line {number} has no '=' or ':': {raw!r}")
-        out[line[:sep].strip()] = line[sep + 1 :].strip()
-    return out
+    return value
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """A partition's configuration. Build with ``LogConfig.from_properties``; ``overrides`` keeps
-    the keys that were set explicitly (persisted with a topic, shown by ``describe``)."""
+    """A partition's configuration: every key of Kafka's TopicConfig, each declared once below
+    (name, type, default, validator, doc). Build with ``LogConfig.from_properties``;
+    ``overrides`` keeps the keys that were set explicitly (persisted with a topic, shown by
+    ``describe``)."""
 
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    flush_messages: int = INT64_MAX
-    flush_ms: int = INT64_MAX
-    retention_bytes: int = -1
-    retention_ms: int = 604800000
-    max_message_bytes: int = 1048588
-    file_delete_delay_ms: int = 60000
-    delete_retention_ms: int = 86400000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = INT64_MAX
-    min_cleanable_dirty_ratio: float = 0.5
-    cleanup_policy: frozenset[str] = frozenset({"delete"})
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    preallocate: bool = False
-    message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
-    message_timestamp_before_max_ms: int = INT64_MAX
-    message_timestamp_after_max_ms: int = INT64_MAX
-    message_timestamp_difference_max_ms: int = INT64_MAX
-    message_format_version: str = "3.0-IV1"
-    message_downconversion_enable: bool = True
-    local_retention_ms: int = -2
-    local_retention_bytes: int = -2
-    remote_storage_enable: bool = False
-    remote_log_copy_disable: bool = False
-    remote_log_delete_on_disable: bool = False
-    unclean_leader_election_enable: bool = False
-    min_insync_replicas: int = 1
-    leader_replication_throttled_replicas: str = ""
-    follower_replication_throttled_replicas: str = ""
+    segment_bytes: int = define(
+        "segment.bytes", INT, 1073741824, "Size of a segment file before it rolls.", at_least(14)
+    )
+    segment_ms: int = define(
+        "segment.ms", LONG, WEEK_MS, "Age of a segment before it rolls, if not full.", at_least(1)
+    )
+    segment_jitter_ms: int = define(
+        "segment.jitter.ms", LONG, 0, "Random reduction of segment.ms per segment.", at_least(0)
+    )
+    segment_index_bytes: int = define(
+        "segment.index.bytes", INT, 10485760, "Maximum size of an offset or time index.",
+        at_least(4),
+    )  # fmt: skip
+    index_interval_bytes: int = define(
+        "index.interval.bytes", INT, 4096, "Bytes appended between two index entries.",
+        at_least(0),
+    )  # fmt: skip
+    flush_messages: int = define(
+        "flush.messages", LONG, INT64_MAX, "Records appended between forced fsyncs.",
+        at_least(1),
+    )  # fmt: skip
+    flush_ms: int = define(
+        "flush.ms", LONG, INT64_MAX, "Time between forced fsyncs of the log.", at_least(0)
+    )
+    retention_bytes: int = define(
+        "retention.bytes", LONG, -1, "Size the log may grow to before old segments go; -1: none."
+    )
+    retention_ms: int = define(
+        "retention.ms", LONG, WEEK_MS, "Age after which a segment is deleted; -1: forever.",
+        at_least(-1),
+    )  # fmt: skip
+    max_message_bytes: int = define(
+        "max.message.bytes", INT, 1048588, "Largest record batch the log accepts.", at_least(0)
+    )
+    file_delete_delay_ms: int = define(
+        "file.delete.delay.ms", LONG, 60000, "Delay before a deleted segment's files go.",
+        at_least(0),
+    )  # fmt: skip
+    delete_retention_ms: int = define(
+        "delete.retention.ms", LONG, 86400000, "How long compaction keeps tombstones.",
+        at_least(0),
+    )  # fmt: skip
+    min_compaction_lag_ms: int = define(
+        "min.compaction.lag.ms", LONG, 0, "Minimum age of a record before it may be compacted.",
+        at_least(0),
+    )  # fmt: skip
+    max_compaction_lag_ms: int = define(
+        "max.compaction.lag.ms", LONG, INT64_MAX, "Maximum time a record stays uncompacted.",
+        at_least(1),
+    )  # fmt: skip
+    min_cleanable_dirty_ratio: float = define(
+        "min.cleanable.dirty.ratio", DOUBLE, 0.5, "Dirty share of a log that makes it cleanable.",
+        between(0, 1),
+    )  # fmt: skip
+    cleanup_policy: frozenset[str] = define(
+        "cleanup.policy", LIST, frozenset({"delete"}), "delete, compact, or both.", _policy
+    )
+    compression_type: str = define(
+        "compression.type", STRING, "producer", "Codec the log writes; producer: keep theirs.",
+        _compression,
+    )  # fmt: skip
+    compression_gzip_level: int = define(
+        "compression.gzip.level", INT, -1, "gzip level when the log compresses.",
+        all_of(between(-1, 9), _not_zero),
+    )  # fmt: skip
+    compression_lz4_level: int = define(
+        "compression.lz4.level", INT, 9, "lz4 level when the log compresses.", between(1, 17)
+    )
+    compression_zstd_level: int = define(
+        "compression.zstd.level", INT, 3, "zstd level when the log compresses.",
+        between(-131072, 22),
+    )  # fmt: skip
+    preallocate: bool = define(
+        "preallocate", BOOLEAN, False, "Preallocate a new segment file to segment.bytes."
+    )
+    message_timestamp_type: TimestampType = define(
+        "message.timestamp.type", STRING, TimestampType.CREATE_TIME,
+        "CreateTime (the producer's) or LogAppendTime (the log's clock).", _timestamp_type,
+    )  # fmt: skip
+    message_timestamp_before_max_ms: int = define(
+        "message.timestamp.before.max.ms", LONG, INT64_MAX,
+        "How far in the past a CreateTime may be.", at_least(0),
+    )  # fmt: skip
+    message_timestamp_after_max_ms: int = define(
+        "message.timestamp.after.max.ms", LONG, INT64_MAX,
+        "How far in the future a CreateTime may be.", at_least(0),
+    )  # fmt: skip
+    message_timestamp_difference_max_ms: int = define(
+        "message.timestamp.difference.max.ms", LONG, INT64_MAX,
+        "Deprecated: both limits above at once.", at_least(0),
+    )  # fmt: skip
+    message_format_version: str = define(
+        "message.format.version", STRING, "3.0-IV1", "Ignored since Kafka 3.0; accepted."
+    )
+    message_downconversion_enable: bool = define(
+        "message.downconversion.enable", BOOLEAN, True, "Ignored: no down-conversion here."
+    )
+    local_retention_ms: int = define(
+        "local.retention.ms", LONG, -2, "Tiered storage: local retention; -2: retention.ms.",
+        at_least(-2),
+    )  # fmt: skip
+    local_retention_bytes: int = define(
+        "local.retention.bytes", LONG, -2,
+        "Tiered storage: local size limit; -2: retention.bytes.", at_least(-2),
+    )  # fmt: skip
+    remote_storage_enable: bool = define(
+        "remote.storage.enable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+    )
+    remote_log_copy_disable: bool = define(
+        "remote.log.copy.disable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+    )
+    remote_log_delete_on_disable: bool = define(
+        "remote.log.delete.on.disable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+    )
+    unclean_leader_election_enable: bool = define(
+        "unclean.leader.election.enable", BOOLEAN, False, "Replication (kept, not acted on)."
+    )
+    min_insync_replicas: int = define(
+        "min.insync.replicas", INT, 1, "Replication (kept, not acted on).", at_least(1)
+    )
+    leader_replication_throttled_replicas: str = define(
+        "leader.replication.throttled.replicas", STRING, "", "Replication (kept, not acted on)."
+    )
+    follower_replication_throttled_replicas: str = define(
+        "follower.replication.throttled.replicas", STRING, "",
+        "Replication (kept, not acted on).",
+    )  # fmt: skip
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -204,15 +211,10 @@ class LogConfig:
         if props is None:
             props = {}
         elif isinstance(props, str | Path):
-            props = read_properties(Path(props))
+            props = load_properties(props)
         base = defaults or cls()
-        values: dict[str, Any] = {}
-        for key, value in props.items():
-            if key not in KEY_TO_ATTR:
-                raise InvalidConfigError(key, "unknown topic config name")
-            validator = next(v for k, _, v in _KEYS if k == key)
-            values[KEY_TO_ATTR[key]] = validator(key, value)
-        overrides = dict(base.overrides) | {k: _render(v) for k, v in props.items()}
+        values = TOPIC_CONFIG.parse(props, unknown="unknown topic config name")
+        overrides = dict(base.overrides) | {k: render(v) for k, v in props.items()}
         config = dataclasses.replace(base, **values, overrides=overrides)
         config._check()
         return config
@@ -228,7 +230,7 @@ class LogConfig:
     def to_properties(self, *, only_overrides: bool = False) -> dict[str, str]:
         if only_overrides:
             return dict(self.overrides)
-        return {key: _render(getattr(self, attr)) for key, attr, _ in _KEYS}
+        return TOPIC_CONFIG.render(self)
 
     # --- derived values -----------------------------------------------------------------------
 
@@ -290,11 +292,4 @@ class LogConfig:
         return rng.randrange(2**31) % min(self.segment_jitter_ms, self.segment_ms)
 
 
-def _render(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, frozenset | set | list | tuple):
-        return ",".join(sorted(str(v) for v in value))
-    if isinstance(value, TimestampType):
-        return value.display_name
-    return str(value)
+TOPIC_CONFIG = ConfigDef.of(LogConfig)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkalog.config_def import ConfigDef, Type, at_least, define
 from kafkalog.errors import CorruptSnapshotError
-from kafkalog.log.config import _int
 from kafkalog.log.producer_state import (
     CompletedTxn,
     ProducerAppendInfo,
@@ -36,29 +36,33 @@ from kafkalog.storage.segments import LogSegments
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 
 logger = logging.getLogger("kafkalog.log.producer_state")
+INT = Type.INT
 
 
 @dataclass(frozen=True)
 class ProducerStateConfig:
-    """The broker keys that govern producer state (Kafka's ServerLogConfigs,
+    """The broker keys that govern producer state (Kafka's ProducerStateManagerConfig,
     TransactionLogConfig)."""
 
-    producer_id_expiration_ms: int = 86_400_000
-    producer_id_expiration_check_interval_ms: int = 600_000
-    transaction_max_timeout_ms: int = 900_000
+    producer_id_expiration_ms: int = define(
+        "producer.id.expiration.ms", INT, 86_400_000,
+        "Idle time after which a producer's state is forgotten.", at_least(1),
+    )  # fmt: skip
+    producer_id_expiration_check_interval_ms: int = define(
+        "producer.id.expiration.check.interval.ms", INT, 600_000,
+        "Period of the check for expired producers.", at_least(1),
+    )  # fmt: skip
+    transaction_max_timeout_ms: int = define(
+        "transaction.max.timeout.ms", INT, 900_000, "Longest transaction timeout allowed.",
+        at_least(1),
+    )  # fmt: skip
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> ProducerStateConfig:
-        keys = {
-            "producer.id.expiration.ms": ("producer_id_expiration_ms", _int(1, int32=True)),
-            "producer.id.expiration.check.interval.ms": (
-                "producer_id_expiration_check_interval_ms",
-                _int(1, int32=True),
-            ),
-            "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int(1, int32=True)),
-        }
-        values = {keys[k][0]: keys[k][1](k, v) for k, v in props.items() if k in keys}
-        return cls(**values)
+        return cls(**PRODUCER_STATE_CONFIG.parse(props, unknown="unknown producer state key"))
+
+
+PRODUCER_STATE_CONFIG = ConfigDef.of(ProducerStateConfig)
 
 
 class ProducerStateManager:

@@ -3,5 +3,6 @@
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.scheduler import Scheduler
+from kafkalog.manager.server_config import ServerConfig
 
-__all__ = ["LogManager", "ManagerConfig", "Scheduler"]
+__all__ = ["LogManager", "ManagerConfig", "Scheduler", "ServerConfig"]

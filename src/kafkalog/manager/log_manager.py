@@ -33,6 +33,7 @@ from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
+from kafkalog.manager.server_config import ServerConfig
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.partition_metadata import (
     random_topic_id,
@@ -65,6 +66,7 @@ class LogManager:
         *,
         config: ManagerConfig | None = None,
         partitions: Iterable[TopicPartition] | None = None,
+        num_partitions: int = 1,
     ) -> None:
         """``partitions``: open only these (Kafka has no such mode). The directories are locked
         as always; the other partitions stay closed, keep their checkpoint entries, and are
@@ -72,6 +74,7 @@ class LogManager:
         that touches a few partitions (the Spark sink's commit); topics cannot be created or
         deleted through such a manager."""
         self._only = None if partitions is None else frozenset(partitions)
+        self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
         paths = (
             [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
         )
@@ -110,6 +113,26 @@ class LogManager:
         self.cleaner = LogCleaner(self.config.cleaner, self.logs, self.clock)
         self.scheduler = Scheduler(self.clock)
         self._schedule_tasks()
+
+    @classmethod
+    def from_server_config(
+        cls,
+        server: ServerConfig,
+        clock: Clock | None = None,
+        *,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> LogManager:
+        """The logs a ``server.properties`` describes (``ServerConfig.from_properties``): its
+        ``log.dirs``, its ``log.*`` defaults for every topic, its manager and cleaner keys, and
+        ``num.partitions`` for topics created without a count."""
+        return cls(
+            server.log_dirs,
+            server.log_defaults,
+            clock,
+            config=server.manager,
+            partitions=partitions,
+            num_partitions=server.broker.num_partitions,
+        )
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -244,16 +267,19 @@ class LogManager:
     def create_topic(
         self,
         topic: str,
-        partitions: int = 1,
+        partitions: int | None = None,
         config: Mapping[str, Any] | None = None,
         *,
         topic_id: str | None = None,
     ) -> list[Log]:
-        """Create ``partitions`` partition logs; overrides are validated and persisted.
+        """Create ``partitions`` partition logs (``num.partitions`` if None); overrides are
+        validated and persisted.
 
         Each partition directory gets a ``partition.metadata`` naming the topic ID (KIP-516): a
         fresh random one, or ``topic_id`` (a Kafka Uuid string) to match a broker's metadata."""
         validate_topic_name(topic)
+        if partitions is None:
+            partitions = self.num_partitions
         if topic_id is None:
             topic_id = random_topic_id()
         else:

@@ -1,0 +1,171 @@
+"""ServerConfig: a broker's ``server.properties``, read for the keys that concern logs (Kafka's
+KafkaConfig, ServerLogConfigs and ServerTopicConfigSynonyms).
+
+Why: a team moving from a Kafka broker brings its ``server.properties``: ``log.dirs``, the broker
+defaults for every topic (``log.retention.hours``, ``log.segment.bytes``, ...),
+``num.partitions``, ``log.cleaner.*``. Each topic key takes its broker default from the first of
+its synonyms that is set (``log.retention.ms``, else ``.minutes``, else ``.hours``), a topic's own
+override beats that default, and an ``--override key=value`` (as ``kafka-server-start.sh``
+takes) beats the file. Refuses: acting on keys that concern a cluster kafkalog is not
+(``process.roles``, ``listeners`` until the server exists, ...): Kafka logs "supplied but not
+used" for such keys, and so does this, naming them; a malformed value of a key it does use is
+an error naming that key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkalog.cleaner.config import CLEANER_CONFIG
+from kafkalog.config_def import ConfigDef, Type, at_least, define, load_properties
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log.config import TOPIC_CONFIG, LogConfig
+from kafkalog.log.producer_state_manager import PRODUCER_STATE_CONFIG
+from kafkalog.manager.config import MANAGER_CONFIG, ManagerConfig
+
+logger = logging.getLogger("kafkalog.manager")
+
+_HOURS, _MINUTES = 3_600_000, 60_000
+
+# topic key -> its broker synonyms, first set wins, with the factor that makes milliseconds
+# (ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS)
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOURS)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOURS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MINUTES),
+        ("log.retention.hours", _HOURS),
+    ),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "compression.type": (("compression.type", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
+    "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
+    "local.retention.ms": (("log.local.retention.ms", 1),),
+    "local.retention.bytes": (("log.local.retention.bytes", 1),),
+}
+_SYNONYMS = {broker for synonyms in TOPIC_CONFIG_SYNONYMS.values() for broker, _ in synonyms}
+
+
+@dataclass(frozen=True)
+class BrokerKeys:
+    """The broker's own keys that are neither a topic default nor the log manager's."""
+
+    log_dirs: tuple[str, ...] = define(
+        "log.dirs", Type.LIST, (), "The log directories; log.dir when empty."
+    )
+    log_dir: str = define("log.dir", Type.STRING, "/tmp/kafka-logs", "The one log directory.")
+    num_partitions: int = define(
+        "num.partitions", Type.INT, 1, "Partitions of a topic created without a count.",
+        at_least(1),
+    )  # fmt: skip
+    auto_create_topics_enable: bool = define(
+        "auto.create.topics.enable", Type.BOOLEAN, True,
+        "Create a topic on its first write (Spark sink) or metadata request (serve).",
+    )  # fmt: skip
+    default_replication_factor: int = define(
+        "default.replication.factor", Type.INT, 1, "Kept; kafkalog keeps one replica.",
+        at_least(1),
+    )  # fmt: skip
+
+
+BROKER_KEYS = ConfigDef.of(BrokerKeys)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What a ``server.properties`` says about logs: where they live, the defaults of every
+    topic, the log manager's tasks and cleaner, and the keys it did not use."""
+
+    broker: BrokerKeys = field(default_factory=BrokerKeys)
+    log_defaults: LogConfig = field(default_factory=LogConfig)
+    manager: ManagerConfig = field(default_factory=ManagerConfig)
+    unused: tuple[str, ...] = ()
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in (self.broker.log_dirs or [self.broker.log_dir])]
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, Any] | str | Path, overrides: Mapping[str, Any] | None = None
+    ) -> ServerConfig:
+        """From a ``server.properties`` file (or a mapping), then ``overrides`` on top."""
+        merged = dict(load_properties(props) if isinstance(props, str | Path) else props)
+        merged.update(overrides or {})
+        broker, manager, unused = {}, {}, []
+        for key, value in merged.items():
+            if key in BROKER_KEYS.keys:
+                broker[key] = value
+            elif (
+                key in MANAGER_CONFIG.keys
+                or key in CLEANER_CONFIG.keys
+                or key in PRODUCER_STATE_CONFIG.keys
+            ):
+                manager[key] = value
+            elif key not in _SYNONYMS:
+                unused.append(key)
+        if unused:
+            logger.warning(
+                "these configs were supplied but are not used by kafkalog: %s", ", ".join(unused)
+            )
+        return cls(
+            broker=BrokerKeys(**BROKER_KEYS.parse(broker, unknown="unknown broker key")),
+            log_defaults=topic_defaults(merged),
+            manager=ManagerConfig.from_properties(manager),
+            unused=tuple(unused),
+        )
+
+
+def topic_defaults(broker_props: Mapping[str, Any]) -> LogConfig:
+    """Every topic key's broker default: the first of its synonyms that is set, converted to
+    the topic key's unit; Kafka's own default where none is. Not overrides of any topic."""
+    values: dict[str, Any] = {}
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items():
+        for broker_key, factor in synonyms:
+            if broker_key not in broker_props:
+                continue
+            value: Any = broker_props[broker_key]
+            if factor != 1:
+                number = _long(broker_key, value)
+                # a negative retention in minutes or hours means "forever", as -1 ms does
+                value = -1 if number < 0 and topic_key == "retention.ms" else number * factor
+            # parsed under the broker key's name, so an error names what the file says
+            dataclasses.replace(TOPIC_CONFIG.keys[topic_key], name=broker_key).parse(value)
+            values[topic_key] = value
+            break
+    return dataclasses.replace(LogConfig.from_properties(values), overrides={})
+
+
+def _long(key: str, value: Any) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise InvalidConfigError(key, f"expected an integer, got {value!r}") from None
