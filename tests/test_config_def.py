@@ -136,3 +136,33 @@ def test_topic_keys_round_trip_through_their_rendering() -> None:
     rendered = LogConfig().to_properties()
     assert set(rendered) == set(TOPIC_CONFIG.keys)
     assert LogConfig.from_properties(rendered) == LogConfig()
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"segment.bytes": "1_000_000"}, "segment.bytes"),  # Python's int() takes it; Java's not
+        ({"segment.bytes": "1e6"}, "segment.bytes"),
+        ({"segment.ms": "0x10"}, "segment.ms"),
+        ({"min.cleanable.dirty.ratio": "NaN"}, "min.cleanable.dirty.ratio"),  # passes any range
+        (["segment.bytes"], "config"),
+    ],
+)
+def test_values_java_would_not_parse_are_refused(props: object, key: str) -> None:
+    with pytest.raises(InvalidConfigError) as raised:
+        LogConfig.from_properties(props)  # type: ignore[arg-type]
+    assert raised.value.key == key
+
+
+def test_a_malformed_unicode_escape_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"log.dirs=\\u12\n")
+    with pytest.raises(InvalidConfigError, match="malformed properties file") as raised:
+        ServerConfig.from_properties(path)
+    assert raised.value.key == str(path)
+
+
+@pytest.mark.parametrize(("props", "overrides"), [(["a=b"], None), ({}, "a=b")])
+def test_server_config_refuses_what_is_not_a_mapping(props: object, overrides: object) -> None:
+    with pytest.raises(InvalidConfigError, match="must be a mapping"):
+        ServerConfig.from_properties(props, overrides)  # type: ignore[arg-type]

@@ -122,3 +122,27 @@ def test_cleaner_checkpoint_entries_of_unopened_partitions_survive(tmp_path: Pat
     with LogManager(dirs, partitions=[A0]) as m:
         m.truncate_to("a", 0, 4)  # rewrites the cleaner checkpoint: a-0 pulled down to 4
     assert cleaner.read() == {A0: 4, A1: 6, B0: 7}
+
+
+@pytest.mark.parametrize("partitions", [["a-0"], [("a", 0)], 7, [A0, None]])
+def test_partitions_must_be_topic_partitions(tmp_path: Path, partitions: object) -> None:
+    with pytest.raises(KafkaLogError, match="must be TopicPartitions"):
+        LogManager([tmp_path / "d"], partitions=partitions)  # type: ignore[arg-type]
+    LogManager([tmp_path / "d"]).close()  # nothing was left locked
+
+
+def test_a_partial_manager_killed_mid_append_leaves_everything_to_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = [tmp_path / "d"]
+    two_topics(dirs)
+    recovery = checkpoints(dirs, fn.RECOVERY_POINT_CHECKPOINT)
+    partial = LogManager(dirs, partitions=[A0])
+    fill(partial, "a", 0)
+    crash(partial)  # kill -9: no flush, no checkpoints, no marker
+    assert not (dirs[0] / fn.CLEAN_SHUTDOWN_FILE).exists()
+    assert checkpoints(dirs, fn.RECOVERY_POINT_CHECKPOINT) == recovery
+    seen = opened_with(monkeypatch)
+    with manager(dirs) as whole:
+        assert seen == dict.fromkeys((A0, A1, B0), False)
+        assert whole.get_log("a", 0).log_end_offset >= 10  # what was acknowledged before

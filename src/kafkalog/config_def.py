@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from kafkalog.errors import InvalidConfigError
 from kafkalog.types import INT32_MAX, INT64_MAX
 
 _CONFIG_KEY = "kafkalog.config_key"
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 class Type(enum.Enum):
@@ -82,6 +84,7 @@ class ConfigDef:
     def parse(self, props: Mapping[str, Any], *, unknown: str) -> dict[str, Any]:
         """attribute -> parsed value for every key in ``props``; an unknown key is an
         InvalidConfigError whose message is ``unknown``."""
+        check_mapping("config", props)
         values: dict[str, Any] = {}
         for name, value in props.items():
             key = self.keys.get(name)
@@ -107,12 +110,11 @@ def _parse_type(key: str, type_: Type, value: Any) -> Any:
             return text == "true"
         raise InvalidConfigError(key, f"expected true or false, got {value!r}")
     if type_ in (Type.INT, Type.LONG):
-        if isinstance(value, bool | float):
+        if isinstance(value, bool | float) or not (
+            isinstance(value, int) or _JAVA_INTEGER.fullmatch(str(value).strip())
+        ):  # what Long.parseLong takes: no "1_000", no "1e3", no "0x10"
             raise InvalidConfigError(key, f"expected an integer, got {value!r}")
-        try:
-            n = value if isinstance(value, int) else int(str(value).strip())
-        except ValueError:
-            raise InvalidConfigError(key, f"expected an integer, got {value!r}") from None
+        n = int(str(value).strip())
         top = INT32_MAX if type_ is Type.INT else INT64_MAX
         if not -top - 1 <= n <= top:
             raise InvalidConfigError(key, f"{n} does not fit a Java {type_.value}")
@@ -121,9 +123,12 @@ def _parse_type(key: str, type_: Type, value: Any) -> Any:
         if isinstance(value, bool):
             raise InvalidConfigError(key, f"expected a number, got {value!r}")
         try:
-            return float(str(value).strip()) if not isinstance(value, int | float) else value
+            x = float(str(value).strip()) if not isinstance(value, int | float) else value
         except ValueError:
             raise InvalidConfigError(key, f"expected a number, got {value!r}") from None
+        if math.isnan(x):  # every range check would pass it
+            raise InvalidConfigError(key, f"expected a number, got {value!r}")
+        return x
     if type_ is Type.LIST:
         items = (
             value if isinstance(value, list | tuple | set | frozenset) else str(value).split(",")
@@ -181,6 +186,13 @@ def load_properties(path: str | Path) -> dict[str, str]:
             return dict(javaproperties.load(fp))
     except OSError as err:
         raise InvalidConfigError(str(file), f"cannot read the properties file: {err}") from err
+    except ValueError as err:  # a malformed \uXXXX escape, as Java's IllegalArgumentException
+        raise InvalidConfigError(str(file), f"malformed properties file: {err}") from err
+
+
+def check_mapping(what: str, props: object) -> None:
+    if not isinstance(props, Mapping):
+        raise InvalidConfigError(what, f"must be a mapping of keys to values, not {props!r}")
 
 
 def render(value: Any) -> str:

@@ -73,7 +73,7 @@ class LogManager:
         recovered at the next full load if the last shutdown was not clean. For a short job
         that touches a few partitions (the Spark sink's commit); topics cannot be created or
         deleted through such a manager."""
-        self._only = None if partitions is None else frozenset(partitions)
+        self._only = None if partitions is None else _topic_partitions(partitions)
         self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
         paths = (
             [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
@@ -537,3 +537,10 @@ class LogManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _topic_partitions(partitions: object) -> frozenset[TopicPartition]:
+    listed = list(partitions) if isinstance(partitions, Iterable) else None
+    if listed is None or not all(isinstance(tp, TopicPartition) for tp in listed):
+        raise InvalidConfigError("partitions", f"must be TopicPartitions, not {partitions!r}")
+    return frozenset(listed)

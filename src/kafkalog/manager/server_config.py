@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.cleaner.config import CLEANER_CONFIG
-from kafkalog.config_def import ConfigDef, Type, at_least, define, load_properties
-from kafkalog.errors import InvalidConfigError
+from kafkalog.config_def import (
+    ConfigDef,
+    ConfigKey,
+    Type,
+    at_least,
+    check_mapping,
+    define,
+    load_properties,
+)
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 from kafkalog.log.producer_state_manager import PRODUCER_STATE_CONFIG
 from kafkalog.manager.config import MANAGER_CONFIG, ManagerConfig
@@ -118,6 +125,9 @@ class ServerConfig:
         cls, props: Mapping[str, Any] | str | Path, overrides: Mapping[str, Any] | None = None
     ) -> ServerConfig:
         """From a ``server.properties`` file (or a mapping), then ``overrides`` on top."""
+        if not isinstance(props, str | Path):
+            check_mapping("server properties", props)
+        check_mapping("overrides", overrides or {})
         merged = dict(load_properties(props) if isinstance(props, str | Path) else props)
         merged.update(overrides or {})
         broker, manager, unused = {}, {}, []
@@ -165,7 +175,4 @@ def topic_defaults(broker_props: Mapping[str, Any]) -> LogConfig:
 
 
 def _long(key: str, value: Any) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise InvalidConfigError(key, f"expected an integer, got {value!r}") from None
+    return int(ConfigKey(key, Type.LONG, 0, None, "").parse(value))
