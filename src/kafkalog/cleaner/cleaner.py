@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
@@ -147,7 +148,9 @@ class Cleaner:
     ) -> None:
         dirty = [s for s in log.segments.values(start, end) if s.base_offset < end]
         txns = CleanedTransactionMetadata()
-        txns.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+        txns.add_aborted_transactions_when_needed(
+            lambda: log.collect_aborted_transactions(start, end)
+        )
         for i, seg in enumerate(dirty):
             self.check_done()
             following = dirty[i + 1] if i + 1 < len(dirty) else None
@@ -285,8 +288,8 @@ class Cleaner:
         try:
             for i, seg in enumerate(sources):
                 nxt = sources[i + 1].base_offset if i + 1 < len(sources) else seg.read_next_offset()
-                txns.add_aborted_transactions(
-                    log.collect_aborted_transactions(seg.base_offset, nxt)
+                txns.add_aborted_transactions_when_needed(
+                    partial(log.collect_aborted_transactions, seg.base_offset, nxt)
                 )
                 record_filter = LogCleanerFilter(
                     offset_map=self.offset_map,

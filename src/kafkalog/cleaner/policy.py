@@ -12,7 +12,7 @@ Refuses: reading or writing files, choosing which log to clean.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkalog.cleaner.keymap import FilteredRegion, filter_records, filter_region
@@ -42,6 +42,7 @@ class CleanedTransactionMetadata:
         self._ongoing_committed: set[int] = set()
         self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
         self._aborted: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
+        self._pending: list[Callable[[], Iterable[AbortedTxn]]] = []
         self._seq = 0
         self.cleaned_index: TransactionIndex | None = None
 
@@ -50,7 +51,20 @@ class CleanedTransactionMetadata:
             heapq.heappush(self._aborted, (txn.first_offset, self._seq, txn))
             self._seq += 1
 
+    def add_aborted_transactions_when_needed(
+        self, collect: Callable[[], Iterable[AbortedTxn]]
+    ) -> None:
+        """``add_aborted_transactions(collect())`` at the first transactional or control batch,
+        or never: only those batches consult the list, and collecting it may mean a walk over
+        every batch header of a loaded segment (``LogSegment.txn_index_trusted``), which a log
+        without transactions should not pay for in every cleaning round."""
+        self._pending.append(collect)
+
     def _consume_aborted_up_to(self, offset: int) -> None:
+        # skipping this at plain batches loses nothing: offsets only grow, so the next call
+        # moves every transaction this one would have
+        while self._pending:
+            self.add_aborted_transactions(self._pending.pop(0)())
         while self._aborted and self._aborted[0][0] <= offset:
             _, _, txn = heapq.heappop(self._aborted)
             self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
@@ -79,9 +93,9 @@ class CleanedTransactionMetadata:
 
     def on_batch_read(self, batch: AnyBatch) -> bool:
         """True if this data batch belongs to an aborted transaction."""
-        self._consume_aborted_up_to(batch.last_offset)
         if not (isinstance(batch, RecordBatch) and batch.is_transactional):
             return False
+        self._consume_aborted_up_to(batch.last_offset)
         state = self._ongoing_aborted.get(batch.producer_id)
         if state is not None:
             state.last_observed_batch_offset = batch.last_offset

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
 from kafkalog.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
     CRC_START,
     HEADER_STRUCT,
     LAST_OFFSET_DELTA_OFFSET,
@@ -34,6 +36,7 @@ AnyBatch = RecordBatch | LegacyRecordBatch
 # offset int64, size int32, (crc | partition leader epoch) int32, magic int8
 _PREFIX = struct.Struct(">qiib")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
 HEADER_SIZE_UP_TO_MAGIC = _PREFIX.size  # 17
 MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # 14: the smallest legal v0 message
 
@@ -243,6 +246,29 @@ def batch_extent(buffer: Buffer, pos: int, stop: int) -> tuple[int, int] | None:
     if total < RECORD_BATCH_OVERHEAD:
         return None
     return total, offset + _LAST_OFFSET_DELTA.unpack_from(buffer, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+
+
+# enough of a batch's start to tell its size and, for v2, its attributes
+CONTROL_PROBE_SIZE = ATTRIBUTES_OFFSET + 2
+
+
+def probe_control(header: Buffer, remaining: int) -> tuple[int, bool] | None:
+    """(size, whether a v2 control batch) of the batch whose first ``CONTROL_PROBE_SIZE``
+    bytes are ``header``, with ``remaining`` bytes of data from its start; None at a partial
+    or malformed batch, where Kafka's file iterator stops. For walks that read headers only
+    (the ``.txnindex`` check), which must not fault in a whole file to find a few markers."""
+    if len(header) < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    _, size, _, magic = _PREFIX.unpack_from(header, 0)
+    total = size + LOG_OVERHEAD
+    if size < MIN_ENTRY_SIZE or total > remaining or magic > 2 or magic < 0:
+        return None
+    if magic != 2:
+        return total, False
+    if total < RECORD_BATCH_OVERHEAD or len(header) < CONTROL_PROBE_SIZE:
+        return None
+    (attributes,) = _ATTRIBUTES.unpack_from(header, ATTRIBUTES_OFFSET)
+    return total, bool(attributes & CONTROL_MASK)
 
 
 def iter_positions(

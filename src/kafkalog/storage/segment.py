@@ -326,14 +326,14 @@ class LogSegment:
             return True
         with self._lazy_lock:
             if not self._txn_index_trusted:
-                # a walk over the mapping, not copies: the cleaner asks this of every loaded
-                # segment it cleans, and a copy of each would double the round's reads
-                with self.log.scanner(0, verify_crc=False) as scan:
-                    markers = {
-                        batch.last_offset
-                        for batch in scan
-                        if batch.is_control and is_abort_marker(batch)
-                    }
+                # headers only: the cleaner asks this of every loaded segment it cleans, and
+                # a walk through the mapping would fault in the whole segment first
+                markers = {
+                    batch.last_offset
+                    for data in self.log.control_batches()
+                    for batch in MemoryRecords(data).batches(verify_crc=False)
+                    if is_abort_marker(batch)
+                }
                 listed = {txn.last_offset for txn in self.txn_index.all_aborted()}
                 self._txn_index_trusted = markers <= listed
             return self._txn_index_trusted
