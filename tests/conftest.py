@@ -109,3 +109,15 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             saved: BrokerWritten = pickle.load(f)
         return saved
     return write_topics(request.param, tmp_path_factory.mktemp(f"kafka-{request.param}"))
+
+
+@pytest.fixture(scope="module")
+def spark(record_codec: str) -> Iterator[object]:
+    """A local[2] session per module and codec: its Python workers use the codec the tests run
+    on (they read KAFKALOG_PURE_PYTHON when they start)."""
+    pytest.importorskip("pyspark")
+    import kafkalog.spark
+
+    session = kafkalog.spark.local_session("kafkalog-tests")
+    yield session
+    session.stop()

@@ -12,7 +12,6 @@ streams with and without maxOffsetsPerTrigger (the rows of each micro-batch comp
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,6 @@ REFUSALS = {
     "batch starting at latest is refused": ("startingOffsets", "latest"),
     "batch ending at earliest is refused": ("endingOffsets", "earliest"),
 }
-
-
-@pytest.fixture(scope="module")
-def spark(record_codec: str) -> Iterator[Any]:
-    """A session per codec: its Python workers use the codec the tests run on."""
-    import kafkalog.spark
-
-    session = kafkalog.spark.local_session("kafkalog-vs-connector")
-    yield session
-    session.stop()
 
 
 def _describe(rows: list[tuple[Any, ...]]) -> str:

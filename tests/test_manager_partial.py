@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import LogManager, Record
-from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
+from kafkalog.errors import KafkaLogError, TopicExistsError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
@@ -104,7 +104,7 @@ def test_a_partial_manager_refuses_topic_changes_and_names_what_it_did_not_open(
     dirs = [tmp_path / "d"]
     two_topics(dirs)
     with LogManager(dirs, partitions=[A0]) as m:
-        with pytest.raises(KafkaLogError, match="opened some partitions only"):
+        with pytest.raises(KafkaLogError, match="some partitions only, and not c-0"):
             m.create_topic("c")
         with pytest.raises(KafkaLogError, match="opened some partitions only"):
             m.delete_topic("a")
@@ -112,6 +112,36 @@ def test_a_partial_manager_refuses_topic_changes_and_names_what_it_did_not_open(
             m.get_log("b", 0)
     with manager(dirs) as whole:
         assert whole.topics() == {"a": 2, "b": 1}
+
+
+def test_a_partial_manager_creates_a_topic_whose_every_partition_it_opened(
+    tmp_path: Path,
+) -> None:
+    """The Spark sink's auto-creation: the new partitions go where a whole manager would put
+    them (the directory with the fewest partitions, unopened ones counted), and a topic that
+    exists on disk, opened or not, is not created again."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    two_topics(dirs)  # a-0, b-0 in d1; a-1 in d2
+    c = [TopicPartition("c", p) for p in range(3)]
+    with LogManager(dirs, partitions=[A0, *c]) as m:
+        with pytest.raises(KafkaLogError, match="and not c-3"):
+            m.create_topic("c", 4)
+        m.create_topic("c", 3)
+        m.get_log("c", 2).append([Record(b"v")])
+        with pytest.raises(TopicExistsError):
+            m.create_topic("c", 3)
+    for opened, topic in [
+        ([TopicPartition("b", 0)], "b"),  # on disk, opened
+        ([A0, TopicPartition("b", 0)], "a"),  # a-0 opened, a-1 not: the topic exists
+        ([TopicPartition("b", 0)], "c"),  # c-0 was not asked for, yet on disk: exists
+    ]:
+        with LogManager(dirs, partitions=opened) as m, pytest.raises(TopicExistsError):
+            m.create_topic(topic, 1)
+    with manager(dirs) as whole:
+        assert whole.topics() == {"a": 2, "b": 1, "c": 3}
+        placed = sorted(len(list(d.glob("*-[0-9]*"))) for d in dirs)
+        assert placed == [3, 3]  # d1 had two, d2 one: the three new ones even them out
+        assert whole.get_log("c", 2).log_end_offset == 1
 
 
 def test_cleaner_checkpoint_entries_of_unopened_partitions_survive(tmp_path: Path) -> None:

@@ -17,24 +17,16 @@ pytest.importorskip("pyspark")
 import pyarrow as pa
 from kafka.partitioner.default import murmur2 as kp_murmur2
 
-import kafkalog.spark
 from kafkalog import LogManager, MemoryRecords, ProducerFields, Record
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError
 from kafkalog.log.view import topic_views
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.spark.schema import kafka_schema
-from kafkalog.spark.sink import KafkaLogStreamWriter, staging_root
+from kafkalog.spark.sink import KafkaLogStreamWriter
+from kafkalog.spark.staging import staging_root
 
 NOW = 1_700_000_000_000
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def spark(record_codec: str) -> Any:
-    """A session per codec: its Python workers use the codec the tests run on."""
-    session = kafkalog.spark.local_session("kafkalog-tests")
-    yield session
-    session.stop()
 
 
 def make_topic(root: Path, topic: str, partitions: int, per_partition: int) -> None:
@@ -317,7 +309,7 @@ def reader_stream(spark: Any, root: Path, **options: str) -> Any:
 
 def _stage(tmp_path: Path, name: str, values: list[bytes]) -> Any:
     from kafkalog import MemoryRecords
-    from kafkalog.spark.sink import StagedFile
+    from kafkalog.spark.staging import StagedFile
 
     path = tmp_path / name
     path.write_bytes(
@@ -411,7 +403,7 @@ def test_rows_are_placed_and_staged_exactly_as_the_same_arrow_batch(tmp_path: Pa
 
     from kafkalog.records.columnar import ARROW_HEADERS_TYPE
     from kafkalog.spark.options import parse_write_options
-    from kafkalog.spark.sink import stage_batches
+    from kafkalog.spark.staging import stage_batches
 
     stamp = datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
     rows = [
@@ -476,7 +468,7 @@ def test_row_timestamps_are_read_as_pyspark_gives_them_naive_local_time(
     from pyspark.sql import Row
 
     from kafkalog.spark.options import parse_write_options
-    from kafkalog.spark.sink import stage_batches
+    from kafkalog.spark.staging import stage_batches
 
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()

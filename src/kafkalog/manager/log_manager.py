@@ -71,8 +71,9 @@ class LogManager:
         """``partitions``: open only these (Kafka has no such mode). The directories are locked
         as always; the other partitions stay closed, keep their checkpoint entries, and are
         recovered at the next full load if the last shutdown was not clean. For a short job
-        that touches a few partitions (the Spark sink's commit); topics cannot be created or
-        deleted through such a manager."""
+        that touches a few partitions (the Spark sink's commit). Such a manager deletes no
+        topic, and creates one only if every partition of it is among ``partitions`` and
+        none is on disk (the sink's auto-creation)."""
         self._only = None if partitions is None else _topic_partitions(partitions)
         self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
         paths = (
@@ -103,6 +104,7 @@ class LogManager:
         self._close_lock = threading.Lock()
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
+        self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
         self._closed = False
         try:
             self._load_logs()
@@ -175,6 +177,7 @@ class LogManager:
                 if path.name.endswith(fn.DELETE_DIR_SUFFIX):
                     self._pending_deletes.append((self._delete_due(tp.topic), path))
                 elif self._only is not None and tp not in self._only:
+                    self._unopened[tp] = d
                     continue
                 elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
                     jobs.append((tp, path))
@@ -296,9 +299,9 @@ class LogManager:
         LogConfig.from_properties(overrides, defaults=self.default_config)  # fail before writing
         with self._lock:
             self._check_open()
-            self._check_whole(f"create topic {topic!r}")
-            if any(tp.topic == topic for tp in self._logs):
+            if any(tp.topic == topic for tp in [*self._logs, *self._unopened]):
                 raise TopicExistsError(f"topic {topic!r} already exists")
+            self._check_can_create(topic, partitions)
             dirs = [d.path for d in self._dirs]
             intents_.record(dirs, intents_.TopicIntent(intents_.CREATE, topic))
             created: list[Log] = []
@@ -331,7 +334,7 @@ class LogManager:
 
     def _create_log(self, tp: TopicPartition) -> Log:
         counts = {id(d): 0 for d in self._dirs}
-        for _, d in self._logs.values():
+        for d in [d for _, d in self._logs.values()] + list(self._unopened.values()):
             counts[id(d)] += 1
         target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
         log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
@@ -486,6 +489,18 @@ class LogManager:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaLogError("the log manager is closed")
+
+    def _check_can_create(self, topic: str, partitions: int) -> None:
+        """A partial manager knows what is on disk, but must have opened every partition a
+        new topic gets: a partition it creates without opening would never be closed."""
+        if self._only is None:
+            return
+        for p in range(partitions):
+            if TopicPartition(topic, p) not in self._only:
+                raise KafkaLogError(
+                    f"cannot create topic {topic!r} with {partitions} partitions: this log "
+                    f"manager was asked to open some partitions only, and not {topic}-{p}"
+                )
 
     def _check_whole(self, action: str) -> None:
         if self._only is not None:

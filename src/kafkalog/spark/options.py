@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.types import TopicPartition
+from kafkalog.records.compression import check_level
+from kafkalog.types import CompressionType, TopicPartition
 
 EARLIEST = -2
 LATEST = -1
@@ -53,7 +54,20 @@ _READ_KEYS = {
     "includeheaders",
     "kafka.isolation.level",
 }
-_WRITE_KEYS = {"path", "topic", "kafka.transactional.id", "batchsize", "checkpointlocation"}
+_WRITE_KEYS = {
+    "path",
+    "topic",
+    "kafka.transactional.id",
+    "batchsize",
+    "checkpointlocation",
+    "includeheaders",  # Spark's guide sets it on writers too; a headers column is always written
+    # the broker's side of a produce, which kafkalog plays (Kafka's broker config names)
+    "auto.create.topics.enable",
+    "num.partitions",
+}
+# Of the kafka.* producer settings, those with a meaning for records written to files are
+# honoured (compression.type and its levels, batch.size); the others (acks, retries, linger.ms,
+# ...) are about a network send and are accepted, unused.
 # kafka.* consumer settings Spark itself rejects, with its reasons
 _REJECTED = {
     "kafka.auto.offset.reset": "use startingOffsets instead",
@@ -287,6 +301,37 @@ class WriteOptions:
     topic: str | None
     transactional_id: str | None
     batch_size: int
+    compression: CompressionType = CompressionType.NONE
+    compression_level: int | None = None
+    auto_create_partitions: int | None = 1  # None: auto.create.topics.enable=false
+
+
+def _int(opts: Mapping[str, str], key: str) -> int | None:
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidConfigError(_name(key), f"must be an integer, not {raw!r}") from None
+
+
+def _compression(opts: Mapping[str, str]) -> tuple[CompressionType, int | None]:
+    """The producer's ``compression.type`` (default none) and its KIP-390 level."""
+    raw = opts.get("kafka.compression.type", "none")
+    if raw not in ("none", "gzip", "snappy", "lz4", "zstd"):  # the producer's values, exactly
+        raise InvalidConfigError(
+            "kafka.compression.type", f"must be one of none, gzip, snappy, lz4, zstd, not {raw!r}"
+        )
+    codec = CompressionType.parse(raw)
+    level = _int(opts, f"kafka.compression.{raw}.level")
+    for other in ("gzip", "lz4", "zstd"):
+        if other != raw:
+            _int(opts, f"kafka.compression.{other}.level")  # a typo fails even when unused
+    try:
+        return codec, check_level(codec, level)
+    except InvalidConfigError as err:
+        raise InvalidConfigError(f"kafka.{err.key}", str(err).partition("': ")[2]) from None
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -294,9 +339,19 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     for key in opts:
         if key not in _WRITE_KEYS and key not in _BROKER_ONLY and not key.startswith("kafka."):
             raise InvalidConfigError(_name(key), "is not an option of the kafkalog (Kafka) sink")
+    _bool(opts, "includeheaders", False)
+    codec, level = _compression(opts)
+    partitions = _positive(opts, "num.partitions") or 1
     return WriteOptions(
         log_dirs=log_dirs_of(opts),
         topic=opts.get("topic") or None,
         transactional_id=opts.get("kafka.transactional.id") or None,
-        batch_size=_positive(opts, "batchsize") or 256 << 10,
+        # files want big batches (one task writes all its rows at once, so there is no linger
+        # to wait for); batchSize is kafkalog's older name for the same setting
+        batch_size=_positive(opts, "kafka.batch.size") or _positive(opts, "batchsize") or 256 << 10,
+        compression=codec,
+        compression_level=level,
+        auto_create_partitions=(
+            partitions if _bool(opts, "auto.create.topics.enable", True) else None
+        ),
     )

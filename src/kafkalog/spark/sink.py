@@ -1,35 +1,29 @@
 """The ``kafkalog`` sink: DataFrames into topics, batch and streaming.
 
 Why: the Kafka sink's columns (``value``; optional ``key``, ``headers``, ``topic``, ``partition``,
-``timestamp``) and placement (Kafka's murmur2 for a keyed row with a null partition) so records land
-where a Java producer would put them. Tasks build Kafka batches from Arrow and stage them as files;
-only the driver's commit appends, under the log directory's lock, so offsets stay contiguous and an
-aborted job leaves nothing behind. Streaming commits are exactly-once: each partition's micro-batch
-is one transaction whose COMMIT marker carries the batch id (in its coordinator epoch and, past
-Int32, its producer id; ``batch_producer``), so a replayed batch id finds itself committed and is
-skipped. Refuses: Overwrite (as the Kafka sink does) and rows with no topic.
+``timestamp``), checked on the driver before any work, and a broker's side of a produce: tasks
+stage Kafka batches (``kafkalog.spark.staging``) and only the driver's commit appends, under the
+log directory's lock, so offsets stay contiguous and an aborted job leaves nothing behind. The
+commit creates the topics a write names that do not exist yet, as a broker does
+(``auto.create.topics.enable``, ``num.partitions``). Streaming commits are exactly-once: each
+partition's micro-batch is one transaction whose COMMIT marker carries the batch id (in its
+coordinator epoch and, past Int32, its producer id; ``batch_producer``), so a replayed batch id
+finds itself committed and is skipped. Complete output mode appends each result table whole, as
+the Kafka sink does. Refuses: a batch Overwrite (as the Kafka sink does).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -40,41 +34,32 @@ from pyspark.sql.types import (
 )
 
 from kafkalog.clock import SYSTEM_CLOCK
-from kafkalog.errors import InvalidArgumentError, InvalidConfigError, UnknownTopicOrPartitionError
+from kafkalog.errors import (
+    InvalidArgumentError,
+    InvalidConfigError,
+    LogDirectoryLockedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.batch import RECORDS_COUNT_OFFSET, increment_sequence, set_producer
-from kafkalog.records.columnar import ARROW_HEADERS_TYPE
-from kafkalog.records.columnar_encode import encode_batches, partitions_for_keys, record_columns
 from kafkalog.records.scanner import iter_positions
 from kafkalog.spark.options import WriteOptions, parse_write_options
 from kafkalog.spark.schema import SPARK_HEADERS_TYPE
+from kafkalog.spark.staging import (
+    StagedFile,
+    StagedFiles,
+    auto_created,
+    prune_stale,
+    stage_batches,
+    staging_root,
+)
 from kafkalog.types import INT32_MAX, INT64_MAX, TopicPartition, check_int
 
-STAGING_SUFFIX = ".kafkalog-staging"
-STALE_STAGING_MS = 24 * 3600 * 1000  # a job directory this old belongs to a driver that died
+__all__ = ["KafkaLogBatchWriter", "KafkaLogStreamWriter", "StagedFile", "StagedFiles"]
 
-
-def staging_root(log_dir: Path) -> Path:
-    """Where tasks stage their batches before the commit appends them: beside the first log
-    directory, never inside it. A broker (and kafkalog's own loader) takes every directory in
-    a log directory for a partition and refuses to start on one that is not; the commit reads
-    the staged files back, so they must be on storage the driver sees, as the log is."""
-    return log_dir.parent / f".{log_dir.name}{STAGING_SUFFIX}"
-
-
-def _prune_stale(root: Path, now_ms: int) -> None:
-    """Remove job directories left by drivers that died before their commit or abort."""
-    try:
-        entries = list(root.iterdir())
-    except FileNotFoundError:
-        return
-    for job in entries:
-        with contextlib.suppress(OSError):
-            if now_ms - job.stat().st_mtime * 1000 > STALE_STAGING_MS:
-                shutil.rmtree(job, ignore_errors=True)
-
-
+logger = logging.getLogger("kafkalog.spark")
 _COLUMN_TYPES: dict[str, tuple[Any, ...]] = {
     "key": (StringType(), BinaryType()),
     "value": (StringType(), BinaryType()),
@@ -85,17 +70,16 @@ _COLUMN_TYPES: dict[str, tuple[Any, ...]] = {
 }
 
 
-@dataclass
-class StagedFile:
-    topic: str
-    partition: int
-    path: str
-    records: int
-
-
-@dataclass
-class StagedFiles(WriterCommitMessage):
-    files: list[StagedFile]
+def _headers_type_ok(data_type: Any) -> bool:
+    """Spark's rule for the headers column: an array of (key string, value binary) structs,
+    in that order; nullability aside."""
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    fields = data_type.elementType.fields
+    return [(f.name, f.dataType) for f in fields] == [
+        ("key", StringType()),
+        ("value", BinaryType()),
+    ]
 
 
 def check_columns(schema: StructType, topic_option: str | None) -> None:
@@ -108,7 +92,7 @@ def check_columns(schema: StructType, topic_option: str | None) -> None:
     for name, allowed in _COLUMN_TYPES.items():
         field = names.get(name)
         if field is not None and not any(
-            field.dataType == t or (name == "headers" and isinstance(field.dataType, ArrayType))
+            field.dataType == t or (name == "headers" and _headers_type_ok(field.dataType))
             for t in allowed
         ):
             raise InvalidArgumentError(
@@ -117,160 +101,59 @@ def check_columns(schema: StructType, topic_option: str | None) -> None:
             )
 
 
-def _as_bytes(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    return value.encode() if isinstance(value, str) else bytes(value)
-
-
-class _Stager:
-    """One task's batches, one staging file per topic-partition."""
-
-    def __init__(self, job_dir: Path, opts: WriteOptions, counts: dict[str, int]) -> None:
-        context = TaskContext.get()
-        task = f"{context.partitionId()}.{context.attemptNumber()}" if context else "0.0"
-        self.job_dir = job_dir
-        self.prefix = f"task-{task}-{uuid.uuid4().hex[:8]}"
-        self.opts = opts
-        self.counts = counts
-        self.files: dict[TopicPartition, StagedFile] = {}
-        self.sticky = int(task.split(".", maxsplit=1)[0])
-
-    def write(self, tp: TopicPartition, rows: pa.RecordBatch) -> None:
-        """Rows of one partition, encoded column-wise into batches and staged."""
-        if self.files.get(tp) is None:
-            self.job_dir.mkdir(parents=True, exist_ok=True)  # only a task with rows makes it
-            path = self.job_dir / f"{tp.topic}-{tp.partition}.{self.prefix}"
-            self.files[tp] = StagedFile(tp.topic, tp.partition, str(path), 0)
-        staged = self.files[tp]
-        batches = encode_batches(
-            record_columns(rows), batch_size=self.opts.batch_size, as_producer=True
-        )
-        with open(staged.path, "ab") as f:
-            f.write(b"".join(batches))
-        staged.records += rows.num_rows
-
-    def add_arrow(self, batch: pa.RecordBatch) -> None:
-        """One Arrow batch: placed per row (the ``partition`` column, else murmur2 of the key,
-        else this task's sticky partition), then encoded per partition with no Python row."""
-        names = {n.lower(): n for n in batch.schema.names}
-        if "topic" in names and self.opts.topic is None:
-            topic_col = batch.column(names["topic"])
-            if topic_col.null_count:
-                raise InvalidArgumentError("a row has a null topic and no 'topic' option is set")
-            topics = pc.unique(topic_col).to_pylist()
-        else:
-            topic_col, topics = None, [self.opts.topic]
-        keyless = False
-        for topic in topics:
-            rows = batch if topic_col is None else batch.filter(pc.equal(topic_col, topic))
-            count = self.counts.get(topic)
-            if count is None:
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-            n = rows.num_rows
-            explicit = (
-                rows.column(names["partition"]).cast(pa.int32())
-                if "partition" in names
-                else pa.nulls(n, pa.int32())
-            )
-            bounds = pc.min_max(explicit).as_py()
-            for bound in (bounds["min"], bounds["max"]):
-                if bound is not None and not 0 <= bound < count:
-                    raise UnknownTopicOrPartitionError(
-                        f"partition {bound} of {topic!r} does not exist"
-                    )
-            keys = rows.column(names["key"]) if "key" in names else pa.nulls(n, pa.binary())
-            keyed = partitions_for_keys(keys, count)
-            placed = pc.coalesce(explicit, keyed, pa.scalar(self.sticky % count, pa.int32()))
-            keyless = keyless or bool(pc.any(pc.and_(explicit.is_null(), keyed.is_null())).as_py())
-            for partition in sorted(pc.unique(placed).to_pylist()):
-                self.write(
-                    TopicPartition(topic, partition), rows.filter(pc.equal(placed, partition))
-                )
-        if keyless:
-            self.sticky += 1  # the sticky partitioner moves on when a batch completes
-
-    def finish(self) -> StagedFiles:
-        return StagedFiles(list(self.files.values()))
-
-
-def stage_batches(
-    batches: Iterator[Any], job_dir: Path, opts: WriteOptions, counts: dict[str, int]
-) -> StagedFiles:
-    """Arrow record batches (or Rows, on Spark 4.0's streaming writer) -> staged files. Rows
-    become Arrow batches of ``ROW_CHUNK`` rows first, so placement and the sticky rule exist
-    once, column-wise."""
-    stager = _Stager(job_dir, opts, counts)
-    rows: list[Any] = []
-    for item in batches:
-        if isinstance(item, pa.RecordBatch):
-            stager.add_arrow(item)
-            continue
-        rows.append(item)
-        if len(rows) == ROW_CHUNK:
-            stager.add_arrow(_rows_as_arrow(rows))
-            rows = []
-    if rows:
-        stager.add_arrow(_rows_as_arrow(rows))
-    return stager.finish()
-
-
-ROW_CHUNK = 4096
-_SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _rows_as_arrow(rows: list[Any]) -> pa.RecordBatch:
-    """Rows (Spark 4.0's streaming writer has no Arrow form) as the Arrow batch Spark's Arrow
-    writer would have given for the same sink columns."""
-    dicts = [{k.lower(): v for k, v in row.asDict().items()} for row in rows]
-    present = [name for name in _SINK_COLUMNS if name in dicts[0]]
-    arrays = []
-    for name in present:
-        values = [d.get(name) for d in dicts]
-        if name in ("key", "value"):
-            arrays.append(pa.array([_as_bytes(v) for v in values], pa.binary()))
-        elif name == "topic":
-            arrays.append(pa.array(values, pa.string()))
-        elif name == "partition":
-            arrays.append(pa.array(values, pa.int32()))
-        elif name == "headers":
-            headers = [
-                [{"key": h["key"], "value": _as_bytes(h["value"])} for h in hs] if hs else None
-                for hs in values
-            ]
-            arrays.append(pa.array(headers, ARROW_HEADERS_TYPE))
-        else:
-            # PySpark hands TimestampType to Rows as naive local time: astimezone reads a naive
-            # datetime as local (an aware one as itself), where Arrow would read it as UTC
-            micros = [
-                None if v is None else (v.astimezone(UTC) - _EPOCH) // _MICROSECOND for v in values
-            ]
-            arrays.append(pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
-    return pa.RecordBatch.from_arrays(arrays, names=present)
-
-
 def _staged_in_order(messages: list[Any]) -> list[StagedFile]:
     return [f for m in messages if m is not None for f in m.files]
 
 
+def _partition_counts(opts: WriteOptions) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for tp in discover_partitions(list(opts.log_dirs)):
+        counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
+    return counts
+
+
+@contextlib.contextmanager
+def committing(opts: WriteOptions, staged: list[StagedFile]) -> Iterator[LogManager]:
+    """A manager of the partitions ``staged`` appends to, with the topics the tasks found
+    missing created (all ``num.partitions`` of them). A topic another job created meanwhile
+    is used as it is; a partition it lacks fails the commit by name."""
+    touched = {TopicPartition(f.topic, f.partition) for f in staged}
+    existing = _partition_counts(opts)
+    missing = sorted({tp.topic for tp in touched} - existing.keys())
+    count = opts.auto_create_partitions
+    if missing and count is None:  # the tasks already refused; the log may have changed since
+        raise UnknownTopicOrPartitionError(f"topic {missing[0]!r} does not exist")
+    opened = touched | {TopicPartition(t, p) for t in missing for p in range(count or 0)}
+    try:
+        manager = LogManager(list(opts.log_dirs), partitions=opened, num_partitions=count or 1)
+    except LogDirectoryLockedError as err:
+        raise LogDirectoryLockedError(
+            f"{err}: the kafkalog sink's commit appends under the log directory's lock, so no "
+            "other process (a `kafkalog serve`, a LogManager) may hold it meanwhile"
+        ) from None
+    with manager:
+        for topic in missing:
+            with contextlib.suppress(TopicExistsError):
+                manager.create_topic(topic)
+                logger.info("created topic %r with %d partitions on first write", topic, count)
+        yield manager
+
+
 class _Writer:
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        if overwrite:
+        if overwrite and not isinstance(self, DataSourceStreamWriter):
             raise InvalidConfigError(
                 "mode", "the kafkalog sink only appends (Overwrite is not supported, as in Kafka)"
             )
+        # a streaming query in Complete mode asks for a truncate; Kafka's sink ignores it and
+        # appends each result table whole, and so does this one
         self.opts = parse_write_options(options)
         check_columns(schema, self.opts.topic)
-        partitions = discover_partitions(list(self.opts.log_dirs))
-        self.counts: dict[str, int] = {}
-        for tp in partitions:
-            self.counts[tp.topic] = max(self.counts.get(tp.topic, 0), tp.partition + 1)
+        self.counts = _partition_counts(self.opts)
         if self.opts.topic is not None and self.opts.topic not in self.counts:
-            raise UnknownTopicOrPartitionError(f"topic {self.opts.topic!r} does not exist")
+            self.counts[self.opts.topic] = auto_created(self.opts.topic, self.opts)
         root = staging_root(self.opts.log_dirs[0])
-        _prune_stale(root, SYSTEM_CLOCK.milliseconds())
+        prune_stale(root, SYSTEM_CLOCK.milliseconds())
         self.job_dir = root / uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> StagedFiles:
@@ -286,8 +169,7 @@ class KafkaLogBatchWriter(_Writer, DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         try:
             staged_files = _staged_in_order(messages)
-            touched = {TopicPartition(f.topic, f.partition) for f in staged_files}
-            with LogManager(list(self.opts.log_dirs), partitions=touched) as manager:
+            with committing(self.opts, staged_files) as manager:
                 for staged in staged_files:
                     log = manager.get_log(staged.topic, staged.partition)
                     append_staged(log, memoryview(Path(staged.path).read_bytes()))
@@ -332,11 +214,12 @@ class KafkaLogStreamWriter(_Writer, DataSourceStreamWriter):
     def commit(self, messages: list[Any], batchId: int) -> None:
         try:
             by_partition: dict[TopicPartition, list[StagedFile]] = {}
-            for staged in _staged_in_order(messages):
+            staged_files = _staged_in_order(messages)
+            for staged in staged_files:
                 by_partition.setdefault(TopicPartition(staged.topic, staged.partition), []).append(
                     staged
                 )
-            with LogManager(list(self.opts.log_dirs), partitions=by_partition) as manager:
+            with committing(self.opts, staged_files) as manager:
                 for tp, files in sorted(by_partition.items()):
                     commit_transaction(
                         manager.get_log(tp.topic, tp.partition), self.producer_id, batchId, files
