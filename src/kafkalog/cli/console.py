@@ -17,6 +17,7 @@ import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
+from kafkalog.cli.formatter import MessageFormatter
 from kafkalog.errors import (
     InvalidArgumentError,
     OffsetOutOfRangeError,
@@ -27,6 +28,7 @@ from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import Record
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.partitioner import partition_for_key
+from kafkalog.types import TimestampType
 
 CHUNK = 1000
 
@@ -126,66 +128,106 @@ def produce(
 @log_dirs_option
 @click.option("--topic", required=True)
 @click.option("--partition", type=int, default=None, help="Default: every partition.")
-@click.option("--offset", default="earliest", show_default=True, help="earliest|latest|N")
-@click.option("--from-timestamp", type=int, default=None, help="Start at this time (ms).")
-@click.option("--max-messages", type=int, default=None)
+@click.option(
+    "--offset",
+    default=None,
+    help="earliest, latest or an offset; needs --partition. Default: latest (Kafka's).",
+)
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option(
+    "--from-timestamp",
+    type=int,
+    default=None,
+    help="kafkalog's own: start at the first record at or after this time (ms).",
+)
+@click.option("--max-messages", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--timeout-ms",
+    type=int,
+    default=None,
+    help="Exit when no message arrives for this long. Default: keep waiting (Kafka's).",
+)
 @click.option(
     "--isolation-level",
     type=click.Choice(["read_uncommitted", "read_committed"]),
     default="read_uncommitted",
     show_default=True,
 )
-@click.option("--property", "props", multiple=True, help="print.key=true, print.offset=...")
-@click.option("--follow", is_flag=True, help="Keep reading as data arrives.")
+@click.option(
+    "--formatter-property",
+    "--property",
+    "props",
+    multiple=True,
+    help="print.key=true, print.timestamp=true, key.separator=... (Kafka's formatter).",
+)
+@click.option("--follow", is_flag=True, hidden=True)  # kafkalog's old flag: waiting is the default
 @user_errors
 def consume(
     log_dirs: str,
     topic: str,
     partition: int | None,
-    offset: str,
+    offset: str | None,
+    from_beginning: bool,
     from_timestamp: int | None,
     max_messages: int | None,
+    timeout_ms: int | None,
     isolation_level: str,
     props: tuple[str, ...],
     follow: bool,
 ) -> None:
-    """Print a topic's records, like kafka-console-consumer.
+    """Print a topic's records, like kafka-console-consumer: from the end of each partition
+    (--from-beginning or --offset to start elsewhere), waiting for more until --max-messages
+    or --timeout-ms. Reads the files and takes no lock, so it works beside a writer.
 
     \b
     Example:
-      kafkalog consume --log-dirs data --topic clicks --property print.key=true \\
-          --max-messages 10
+      kafkalog consume --log-dirs data --topic clicks --from-beginning \\
+          --formatter-property print.key=true --timeout-ms 1000
     """
-    properties = parse_properties(props)
+    formatter = MessageFormatter.from_properties(parse_properties(props))
     committed = isolation_level == "read_committed"
-    if offset not in ("earliest", "latest") and partition is None:
-        raise click.UsageError("--offset N needs --partition")
+    if offset is not None and partition is None:
+        raise click.UsageError("The partition is required when offset is specified.")
+    if offset is not None and from_beginning:
+        raise click.UsageError("Options from-beginning and offset cannot be specified together.")
     views = topic_views(existing_dirs(log_dirs), topic)
     if partition is not None:
         if partition not in views:
             raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
         views = {partition: views[partition]}
-    positions = {p: _start(v, offset, from_timestamp, committed) for p, v in views.items()}
+    start = offset if offset is not None else "earliest" if from_beginning else "latest"
+    positions = {p: _start(v, start, from_timestamp, committed) for p, v in views.items()}
+    out = sys.stdout.buffer
     shown = 0
+    last_message = time.monotonic()
     while True:
         progressed = False
         for p, view in views.items():
             end = view.last_stable_offset() if committed else view.log_end_offset()
             if positions[p] >= end:
                 continue
-            for r, next_position in _records(view, positions[p], end, committed):
+            for r, timestamp_type, next_position in _records(view, positions[p], end, committed):
                 if r is not None:
-                    click.echo(_format(r, p, properties))
+                    out.write(formatter.format(r, p, timestamp_type))
                     shown += 1
                 positions[p] = next_position
                 progressed = True
                 if max_messages is not None and shown >= max_messages:
+                    out.flush()
                     click.echo(f"Processed a total of {shown} messages", err=True)
                     return
-        if not progressed:
-            if not follow:
-                break
-            time.sleep(0.2)
+        out.flush()
+        if progressed:
+            last_message = time.monotonic()
+        elif timeout_ms is not None and (time.monotonic() - last_message) * 1000 >= timeout_ms:
+            click.echo(
+                "ERROR Error processing message, terminating consumer process: "
+                f"TimeoutException (no message for {timeout_ms} ms)",
+                err=True,
+            )
+            break
+        else:
+            time.sleep(0.1 if timeout_ms is None else min(0.1, timeout_ms / 1000))
     click.echo(f"Processed a total of {shown} messages", err=True)
 
 
@@ -193,18 +235,20 @@ def _start(view: PartitionView, offset: str, from_timestamp: int | None, committ
     if from_timestamp is not None:
         found = view.offset_for_timestamp(from_timestamp)
         return found if found is not None else view.log_end_offset()
-    if offset == "earliest":
+    if offset.lower() == "earliest":
         return view.log_start_offset()
-    if offset == "latest":
+    if offset.lower() == "latest":
         return view.last_stable_offset() if committed else view.log_end_offset()
     try:
         position = int(offset)
     except ValueError:
-        raise click.BadParameter(
-            f"{offset!r} is not earliest, latest or an offset", param_hint="--offset"
-        ) from None
+        position = -1
     if position < 0:
-        raise InvalidArgumentError(f"offset {position} is negative")
+        raise click.BadParameter(
+            f"The provided offset value '{offset}' is incorrect. Valid values are "
+            "'earliest', 'latest', or a non-negative long.",
+            param_hint="--offset",
+        )
     start, end = view.log_start_offset(), view.log_end_offset()
     if not start <= position <= end:
         raise OffsetOutOfRangeError(
@@ -215,8 +259,9 @@ def _start(view: PartitionView, offset: str, from_timestamp: int | None, committ
 
 def _records(
     view: PartitionView, start: int, end: int, committed: bool
-) -> Iterator[tuple[Record | None, int]]:
-    """(record or None for a skipped batch, the position after it) over ``[start, end)``."""
+) -> Iterator[tuple[Record | None, TimestampType, int]]:
+    """(record or None for a skipped batch, its batch's timestamp type, the position after it)
+    over ``[start, end)``."""
     batches = view.batches(start, end)
     if committed:
         aborted = view.aborted_transactions(start, end)
@@ -225,36 +270,13 @@ def _records(
         for batch in kept:
             for r in batch:
                 if r.offset >= start:
-                    yield r, r.offset + 1
-            yield None, batch.next_offset
-        yield None, end
+                    yield r, batch.timestamp_type, r.offset + 1
+            yield None, batch.timestamp_type, batch.next_offset
+        yield None, TimestampType.NO_TIMESTAMP_TYPE, end
         return
     for batch in batches:
         if not batch.is_control:
             for r in batch:
                 if r.offset >= start:
-                    yield r, r.offset + 1
-        yield None, batch.next_offset
-
-
-def _format(record: Record, partition: int, props: dict[str, str]) -> str:
-    def on(name: str) -> bool:
-        return props.get(name, "false") == "true"
-
-    separator = props.get("key.separator", "\t")
-    parts = []
-    if on("print.timestamp"):
-        parts.append(f"CreateTime:{record.timestamp}")
-    if on("print.partition"):
-        parts.append(f"Partition:{partition}")
-    if on("print.offset"):
-        parts.append(f"Offset:{record.offset}")
-    if on("print.headers"):
-        hs = ",".join(
-            f"{k}:{'' if v is None else v.decode(errors='replace')}" for k, v in record.headers
-        )
-        parts.append(hs or "NO_HEADERS")
-    if on("print.key"):
-        parts.append("null" if record.key is None else record.key.decode(errors="replace"))
-    parts.append("null" if record.value is None else record.value.decode(errors="replace"))
-    return separator.join(parts)
+                    yield r, batch.timestamp_type, r.offset + 1
+        yield None, batch.timestamp_type, batch.next_offset

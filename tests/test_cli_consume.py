@@ -1,0 +1,139 @@
+"""``kafkalog consume`` as kafka-console-consumer: its start position (latest unless
+--from-beginning or --offset), its waiting (until --max-messages or --timeout-ms), its usage
+errors in Kafka's words, and DefaultMessageFormatter's output, property for property."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kafkalog import Log, LogConfig, ManualClock, Record
+from kafkalog.cli.formatter import MessageFormatter
+from kafkalog.cli.main import cli
+from kafkalog.types import TimestampType
+
+NOW = 1_700_000_000_000
+
+
+def run(*args: str) -> tuple[int, bytes, str]:
+    result = CliRunner().invoke(cli, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout_bytes, result.stderr
+
+
+def topic(tmp_path: Path, config: dict[str, str] | None = None) -> str:
+    with Log.open(
+        tmp_path / "t-0", LogConfig.from_properties(config or {}), ManualClock(NOW)
+    ) as log:
+        log.append([Record(b"v0", b"k0", [("h", b"x"), ("n", None)], timestamp=NOW)])
+        log.append([Record(None, None, timestamp=NOW + 1)])
+    return str(tmp_path)
+
+
+def test_by_default_it_starts_at_the_end_and_waits_until_the_timeout(tmp_path: Path) -> None:
+    d = topic(tmp_path)
+    code, out, err = run("consume", "--log-dirs", d, "--topic", "t", "--timeout-ms", "200")
+    assert code == 0 and out == b""
+    assert "TimeoutException" in err and err.endswith("Processed a total of 0 messages\n")
+    code, out, err = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--from-beginning", "--timeout-ms", "200"
+    )
+    assert code == 0 and out == b"v0\nnull\n" and "a total of 2 messages" in err
+    code, out, _ = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "1",
+        "--timeout-ms", "0",
+    )  # fmt: skip
+    assert out == b"null\n"
+    code, out, _ = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "EARLIEST",
+        "--max-messages", "1",
+    )  # fmt: skip
+    assert out == b"v0\n"
+
+
+def test_usage_errors_are_kafkas(tmp_path: Path) -> None:
+    d = topic(tmp_path)
+    code, _, err = run("consume", "--log-dirs", d, "--topic", "t", "--offset", "0")
+    assert code == 2 and "The partition is required when offset is specified." in err
+    code, _, err = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "0",
+        "--from-beginning",
+    )  # fmt: skip
+    assert code == 2 and "from-beginning and offset cannot be specified together" in err
+    code, _, err = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "-3"
+    )
+    assert code == 2 and "a non-negative long" in err
+    code, _, err = run("consume", "--log-dirs", d, "--topic", "t", "--max-messages", "0")
+    assert code == 2
+
+
+def test_it_waits_for_appends_from_the_end(tmp_path: Path) -> None:
+    """Started at the end of a topic with data, it prints only what is appended after."""
+    d = topic(tmp_path)
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "kafkalog", "consume", "--log-dirs", d, "--topic", "t",
+         "--max-messages", "1", "--timeout-ms", "60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        with Log.open(tmp_path / "t-0", LogConfig(), ManualClock(NOW)) as log:
+            # the consumer may start before or after this append: until it has printed, keep
+            # appending, so the first record it sees is one appended after it started
+            for i in range(600):
+                log.append([Record(b"new-%d" % i, timestamp=NOW)])
+                try:
+                    consumer.wait(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        out, err = consumer.communicate(timeout=60)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 0, err
+    assert out.startswith(b"new-") and out.count(b"\n") == 1
+
+
+def test_print_timestamp_names_the_type_kafka_does(tmp_path: Path) -> None:
+    create = topic(tmp_path / "create")
+    append = topic(tmp_path / "append", {"message.timestamp.type": "LogAppendTime"})
+    args = ["--topic", "t", "--from-beginning", "--timeout-ms", "0"]
+    prop = ["--formatter-property", "print.timestamp=TRUE"]  # Kafka's booleans ignore case
+    _, out, _ = run("consume", "--log-dirs", create, *args, *prop)
+    assert out == b"CreateTime:%d\tv0\nCreateTime:%d\tnull\n" % (NOW, NOW + 1)
+    _, out, _ = run("consume", "--log-dirs", append, *args, *prop)
+    assert all(line.startswith(b"LogAppendTime:") for line in out.splitlines())
+
+
+def test_every_formatter_property_as_kafkas_default_message_formatter() -> None:
+    record = Record(b"val", b"key", [("h", b"x"), ("n", None)], timestamp=NOW, offset=7)
+    bare = Record(None, None, timestamp=NOW, offset=8)
+
+    def fmt(r: Record, ts: TimestampType = TimestampType.CREATE_TIME, **props: str) -> bytes:
+        return MessageFormatter.from_properties(props).format(r, 3, ts)
+
+    assert fmt(record) == b"val\n"
+    everything = {
+        "print.timestamp": "true", "print.partition": "true", "print.offset": "true",
+        "print.headers": "true", "print.key": "true",
+    }  # fmt: skip
+    assert fmt(record, **everything) == (
+        b"CreateTime:%d\tPartition:3\tOffset:7\th:x,n:null\tkey\tval\n" % NOW
+    )
+    assert fmt(bare, TimestampType.NO_TIMESTAMP_TYPE, **everything) == (
+        b"NO_TIMESTAMP\tPartition:3\tOffset:8\tNO_HEADERS\tnull\tnull\n"
+    )
+    assert fmt(bare, **{"print.key": "true", "null.literal": "<nil>"}) == b"<nil>\t<nil>\n"
+    assert fmt(record, **{"print.key": "true", "print.value": "false"}) == b"key\n"
+    assert fmt(record, **{"print.value": "false"}) == b""  # nothing printed, no line either
+    assert fmt(record, **{"print.key": " True ", "key.separator": " | "}) == b"key | val\n"
+    assert fmt(record, **{"line.separator": "\r\n"}) == b"val\r\n"
+    assert fmt(record, **{"print.headers": "true", "headers.separator": ";"}) == (
+        b"h:x;n:null\tval\n"
+    )
+    assert fmt(record, **{"print.key": "yes"}) == b"val\n"  # only "true" is true
+    assert fmt(Record(b"\xff\x00", timestamp=NOW, offset=0)) == b"\xff\x00\n"  # raw bytes
