@@ -137,3 +137,22 @@ def test_every_formatter_property_as_kafkas_default_message_formatter() -> None:
     )
     assert fmt(record, **{"print.key": "yes"}) == b"val\n"  # only "true" is true
     assert fmt(Record(b"\xff\x00", timestamp=NOW, offset=0)) == b"\xff\x00\n"  # raw bytes
+
+
+def test_warnings_go_to_stderr_once_in_kafkas_tool_format(tmp_path: Path) -> None:
+    """recover prints each repair on stdout itself; the loader's warning of the same repair is
+    not printed a second time, and a warning elsewhere gets one formatted stderr line."""
+    import logging
+
+    with Log.open(tmp_path / "t-0", LogConfig(), ManualClock(NOW)) as log:
+        log.append([Record(b"x", timestamp=NOW)])
+    with open(tmp_path / "t-0" / "00000000000000000000.log", "ab") as f:
+        f.write(b"garbage")
+    code, out, err = run("recover", str(tmp_path / "t-0"))
+    assert code == 0 and out.count(b"truncated 7 bytes") == 1 and "truncated" not in err
+    code, out, err = run("recover", str(tmp_path / "t-0"))  # a second command, same process
+    assert b"nothing to repair" in out and err == ""
+    handlers = [h for h in logging.getLogger("kafkalog").handlers if hasattr(h, "kafkalog_cli")]
+    assert len(handlers) == 1
+    code, _, err = run("consume", "--log-dirs", str(tmp_path), "--topic", "t", "--timeout-ms", "0")
+    assert err.count("TimeoutException") == 1

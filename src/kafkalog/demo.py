@@ -33,7 +33,9 @@ from kafkalog.records.partitioner import partition_for_key
 DATA = Path("demo-data")
 LOGS = DATA / "logs"
 PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/help"]
-START_MS = 1_700_000_000_000
+# the events end about now: with fixed old dates, the first `kafkalog retention` a newcomer runs
+# on the demo data (retention.ms is 7 days) would delete the whole clicks topic
+HISTORY_MS = 3_600_000
 console = Console()
 
 
@@ -137,7 +139,8 @@ def main() -> None:
                 "min.cleanable.dirty.ratio": "0.01",
             },
         )
-        generate(manager, 200_000, seed=1, start_ms=START_MS)
+        start_ms = int(time.time() * 1000) - HISTORY_MS
+        generate(manager, 200_000, seed=1, start_ms=start_ms)
     steps.append(("library: clickstream written to clicks (4 partitions)", "200,000 events"))
 
     console.print("[bold]Starting Spark (local[2])...[/bold]")
@@ -152,7 +155,7 @@ def main() -> None:
         steps.append((f"spark stream, run 1: page views ({time.monotonic() - t:.1f} s)",
                       f"{first:,} events read"))  # fmt: skip
         with LogManager([LOGS], config) as manager:
-            generate(manager, 20_000, seed=2, start_ms=START_MS + 200_000)
+            generate(manager, 20_000, seed=2, start_ms=start_ms + 200_000)
         steps.append(("library: more clicks appended", "20,000 events"))
         t = time.monotonic()
         second = streaming_job(spark)

@@ -8,8 +8,10 @@ and a check must not repair). Refuses: editing data by hand.
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,8 +263,10 @@ def recover(partition_dirs: tuple[str, ...]) -> None:
             raise UnknownTopicOrPartitionError(f"partition directory {path} does not exist")
         # only a partition directory: recovery writes segment files into what it is given
         fn.parse_partition_dir_name(path.name)
-        # Log.open takes the partition's lock and its log directory's: a live writer refuses
-        log = Log.open(path, had_clean_shutdown=False, recovery_point=0)
+        # Log.open takes the partition's lock and its log directory's: a live writer refuses.
+        # The loader logs each repair as a warning; this command prints them itself, once.
+        with quiet("kafkalog.log"):
+            log = Log.open(path, had_clean_shutdown=False, recovery_point=0)
         actions = log.load_result.actions or ["nothing to repair"]
         for action in actions:
             click.echo(f"{path.name}: {action}")
@@ -272,6 +276,18 @@ def recover(partition_dirs: tuple[str, ...]) -> None:
             f"{log.log_end_offset}"
         )
         log.close()
+
+
+@contextmanager
+def quiet(name: str) -> Iterator[None]:
+    """Warnings of logger ``name`` (and below) held back meanwhile; errors still show."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @click.command()

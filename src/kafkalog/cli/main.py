@@ -8,6 +8,10 @@ error. Refuses: doing storage work itself (it calls the library) and guessing at
 
 from __future__ import annotations
 
+import logging
+import sys
+from typing import Any
+
 import click
 
 from kafkalog.cli import admin, console, perf
@@ -36,6 +40,37 @@ def parse_kafka_version(text: str) -> tuple[int, int]:
 def cli() -> None:
     """Kafka-format log directories from the shell: dump, inspect, verify, repair, produce,
     consume, and run retention or compaction on demand."""
+    configure_logging()
+
+
+# Kafka's tools log warnings and errors to stderr as "[time] LEVEL message (logger)"
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test runner swaps it)."""
+
+    kafkalog_cli = True
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def configure_logging() -> None:
+    """One stderr handler on the ``kafkalog`` logger, installed once however many commands a
+    process runs (the tests invoke many): without it Python's last-resort handler printed
+    warnings bare, and a second handler would print each one twice."""
+    logger = logging.getLogger("kafkalog")
+    if not any(getattr(h, "kafkalog_cli", False) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
 
 
 @cli.command("dump-log")
