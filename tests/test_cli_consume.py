@@ -49,6 +49,11 @@ def test_by_default_it_starts_at_the_end_and_waits_until_the_timeout(tmp_path: P
     )  # fmt: skip
     assert out == b"null\n"
     code, out, _ = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--from-beginning", "--timeout-ms", "-1",
+        "--max-messages", "2",
+    )  # fmt: skip
+    assert out == b"v0\nnull\n"  # a negative timeout waits, as in Kafka: the count ends it
+    code, out, _ = run(
         "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "EARLIEST",
         "--max-messages", "1",
     )  # fmt: skip

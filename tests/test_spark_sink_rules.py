@@ -239,3 +239,15 @@ def test_a_commit_to_a_topic_removed_since_planning_fails_by_name(tmp_path: Path
     with committing(opts, staged) as manager, pytest.raises(UnknownTopicOrPartitionError):
         manager.get_log("small", 3)
     assert TopicPartition("small", 3) not in discover_partitions([tmp_path])
+
+
+def test_a_batch_overwrite_is_refused_and_a_complete_mode_truncate_is_not(tmp_path: Path) -> None:
+    from kafkalog.errors import InvalidConfigError
+    from kafkalog.spark.schema import kafka_schema
+    from kafkalog.spark.sink import KafkaLogStreamWriter
+
+    schema = kafka_schema(False)[:2]  # key, value
+    options = {"path": str(tmp_path), "topic": "t", "checkpointLocation": str(tmp_path / "ck")}
+    with pytest.raises(InvalidConfigError, match="Overwrite is not supported"):
+        KafkaLogBatchWriter(options, schema, True)
+    KafkaLogStreamWriter(options, schema, True)  # Spark's Complete mode: appends, as Kafka's

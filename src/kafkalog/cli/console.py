@@ -185,6 +185,8 @@ def consume(
           --formatter-property print.key=true --timeout-ms 1000
     """
     formatter = MessageFormatter.from_properties(parse_properties(props))
+    if timeout_ms is not None and timeout_ms < 0:
+        timeout_ms = None  # Kafka's: a negative timeout waits forever
     committed = isolation_level == "read_committed"
     if offset is not None and partition is None:
         raise click.UsageError("The partition is required when offset is specified.")

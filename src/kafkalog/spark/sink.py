@@ -141,12 +141,10 @@ def committing(opts: WriteOptions, staged: list[StagedFile]) -> Iterator[LogMana
 
 class _Writer:
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        if overwrite and not isinstance(self, DataSourceStreamWriter):
+        if overwrite:
             raise InvalidConfigError(
                 "mode", "the kafkalog sink only appends (Overwrite is not supported, as in Kafka)"
             )
-        # a streaming query in Complete mode asks for a truncate; Kafka's sink ignores it and
-        # appends each result table whole, and so does this one
         self.opts = parse_write_options(options)
         check_columns(schema, self.opts.topic)
         self.counts = _partition_counts(self.opts)
@@ -195,7 +193,9 @@ class KafkaLogStreamWriter(_Writer, DataSourceStreamWriter):
     """Exactly-once micro-batches: one transaction per partition per batch id."""
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        super().__init__(options, schema, overwrite)
+        # a streaming query in Complete mode asks for a truncate; Kafka's sink ignores it and
+        # appends each result table whole, and so does this one
+        super().__init__(options, schema, overwrite=False)
         lowered = {k.lower(): v for k, v in options.items()}
         txn_id = self.opts.transactional_id or lowered.get("checkpointlocation")
         if not txn_id:

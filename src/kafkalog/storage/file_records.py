@@ -273,7 +273,10 @@ class FileRecords:
                     break
                 size, control = probed
                 if control:
-                    found.append(os.pread(fd, size, position))
+                    data = os.pread(fd, size, position)
+                    if len(data) < size:  # the file was cut below its logical size
+                        break
+                    found.append(data)
                 position += size
         return found
 
