@@ -58,7 +58,8 @@ def test_import_kafkalog_loads_no_heavy_dependency() -> None:
     where they are used (to_arrow/from_arrow, kafkalog.spark, the command)."""
     code = (
         "import sys, kafkalog\n"
-        "print(','.join(m for m in ('pyarrow', 'pyspark', 'click', 'rich') if m in sys.modules))"
+        "heavy = ('pyarrow', 'pyspark', 'click', 'rich', 'kio', 'asyncio')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True

@@ -124,8 +124,19 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "UnsupportedCompressionTypeError",
     "committed_records",
+    "serve",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # ``kafkalog.serve`` loads the protocol codecs and asyncio only when a server is wanted
+    if name == "serve":
+        from kafkalog.server import serve  # noqa: PLC0415
+
+        return serve
+    raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
+
 
 if _os.environ.get("KAFKALOG_PURE_PYTHON", "") not in ("", "0"):
     from kafkalog.records.fastpath import use_fast_path

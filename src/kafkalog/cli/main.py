@@ -18,6 +18,7 @@ from kafkalog.cli import admin, console, perf
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
 from kafkalog.cli.errors import user_errors
+from kafkalog.cli.serve import serve
 from kafkalog.errors import (
     InvalidArgumentError,
 )
@@ -39,7 +40,7 @@ def parse_kafka_version(text: str) -> tuple[int, int]:
 @click.version_option(package_name="kafkalog")
 def cli() -> None:
     """Kafka-format log directories from the shell: dump, inspect, verify, repair, produce,
-    consume, and run retention or compaction on demand."""
+    consume, run retention or compaction on demand, and serve them to Kafka clients."""
     configure_logging()
 
 
@@ -154,6 +155,7 @@ for command in (
     console.produce,
     console.consume,
     perf.perf,
+    serve,
 ):
     cli.add_command(command)
 

@@ -7,7 +7,7 @@ defaults for every topic (``log.retention.hours``, ``log.segment.bytes``, ...),
 its synonyms that is set (``log.retention.ms``, else ``.minutes``, else ``.hours``), a topic's own
 override beats that default, and an ``--override key=value`` (as ``kafka-server-start.sh``
 takes) beats the file. Refuses: acting on keys that concern a cluster kafkalog is not
-(``process.roles``, ``listeners`` until the server exists, ...): Kafka logs "supplied but not
+(``process.roles``, ``controller.quorum.voters``, ...): Kafka logs "supplied but not
 used" for such keys, and so does this, naming them; a malformed value of a key it does use is
 an error naming that key.
 """
@@ -101,6 +101,31 @@ class BrokerKeys:
         "default.replication.factor", Type.INT, 1, "Kept; kafkalog keeps one replica.",
         at_least(1),
     )  # fmt: skip
+    node_id: int = define(
+        "node.id", Type.INT, 1, "The broker's id in Metadata responses (kafkalog serve).",
+        at_least(0),
+    )  # fmt: skip
+    listeners: tuple[str, ...] = define(
+        "listeners", Type.LIST, ("PLAINTEXT://127.0.0.1:9092",),
+        "Where kafkalog serve listens: PLAINTEXT://host:port (port 0: any free port).",
+    )  # fmt: skip
+    advertised_listeners: tuple[str, ...] = define(
+        "advertised.listeners", Type.LIST, (),
+        "What Metadata tells clients to connect to; the listeners when empty.",
+    )  # fmt: skip
+    socket_request_max_bytes: int = define(
+        "socket.request.max.bytes", Type.INT, 104857600,
+        "The largest request frame; a larger one closes the connection.", at_least(1),
+    )  # fmt: skip
+    queued_max_requests: int = define(
+        "queued.max.requests", Type.INT, 500,
+        "Requests read ahead of their responses on one connection before reading pauses.",
+        at_least(1),
+    )  # fmt: skip
+    num_io_threads: int = define(
+        "num.io.threads", Type.INT, 8, "Threads that run storage work for kafkalog serve.",
+        at_least(1),
+    )  # fmt: skip
 
 
 BROKER_KEYS = ConfigDef.of(BrokerKeys)
@@ -115,6 +140,7 @@ class ServerConfig:
     log_defaults: LogConfig = field(default_factory=LogConfig)
     manager: ManagerConfig = field(default_factory=ManagerConfig)
     unused: tuple[str, ...] = ()
+    properties: Mapping[str, Any] = field(default_factory=dict, compare=False)  # as given
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -151,6 +177,7 @@ class ServerConfig:
             log_defaults=topic_defaults(merged),
             manager=ManagerConfig.from_properties(manager),
             unused=tuple(unused),
+            properties=merged,
         )
 
 

@@ -1,0 +1,120 @@
+"""The protocol core: a decoded request in, the response body out (or a fetch that must wait).
+
+Why: one table names every API the broker serves and its versions, so ApiVersions advertises
+exactly what the dispatch runs (a client picks versions from that answer). Everything here is
+sans-IO: the tests drive it with kio request objects, and the transport with bytes.
+
+Refuses: to let a handler's unexpected exception escape as anything but a closed connection of
+that request's client: the broker logs it and stays up for everyone else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.server.configs import DESCRIBE_CONFIGS, handle_describe_configs
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.fetch import (
+    FETCH,
+    LIST_OFFSETS,
+    FetchResult,
+    handle_fetch,
+    handle_list_offsets,
+)
+from kafkalog.server.metadata import (
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    METADATA,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_metadata,
+)
+from kafkalog.server.produce import PRODUCE, handle_produce
+from kafkalog.server.wire import (
+    API_VERSIONS_KEY,
+    Request,
+    api_versions_body,
+    make,
+    payload_module,
+)
+
+logger = logging.getLogger("kafkalog.server")
+
+INIT_PRODUCER_ID = 22
+
+Handler = Callable[[BrokerContext, Request], Any]
+
+# API key -> (lowest, highest) version served
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 11),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 12),
+    API_VERSIONS_KEY: (0, 4),
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    INIT_PRODUCER_ID: (0, 4),
+    DESCRIBE_CONFIGS: (1, 4),
+}
+
+
+def handle_api_versions(ctx: BrokerContext, request: Request) -> Any:
+    return api_versions_body(
+        request.api_version, ErrorCode.none, SUPPORTED_VERSIONS, throttle_time=NO_THROTTLE
+    )
+
+
+def handle_init_producer_id(ctx: BrokerContext, request: Request) -> Any:
+    """An idempotent producer's id (epoch 0), fresh on every call as Kafka's coordinator does
+    for a producer without ``transactional.id``."""
+    mod = payload_module(INIT_PRODUCER_ID, request.api_version, True)
+    if request.body.transactional_id is not None:
+        return make(
+            mod,
+            "InitProducerIdResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.coordinator_not_available,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return make(
+        mod,
+        "InitProducerIdResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        producer_id=ctx.producer_ids.generate(),
+        producer_epoch=0,
+    )
+
+
+HANDLERS: dict[int, Handler] = {
+    PRODUCE: handle_produce,
+    LIST_OFFSETS: handle_list_offsets,
+    METADATA: handle_metadata,
+    API_VERSIONS_KEY: handle_api_versions,
+    CREATE_TOPICS: handle_create_topics,
+    DELETE_TOPICS: handle_delete_topics,
+    INIT_PRODUCER_ID: handle_init_producer_id,
+    DESCRIBE_CONFIGS: handle_describe_configs,
+}
+assert set(HANDLERS) | {FETCH} == set(SUPPORTED_VERSIONS), "every served API has a handler"
+
+
+class Broker:
+    """Runs requests against the logs. Thread-safe: handlers share only the LogManager (which
+    is) and the producer-id allocator (which locks)."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+
+    def handle(self, request: Request) -> Any | None:
+        """The response body; None when the request takes no response (Produce with acks=0).
+        Fetch goes through ``fetch``."""
+        return HANDLERS[request.api_key](self.context, request)
+
+    def fetch(self, request: Request, *, final: bool = False) -> FetchResult:
+        return handle_fetch(self.context, request, final=final)

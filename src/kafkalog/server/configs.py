@@ -1,0 +1,117 @@
+"""DescribeConfigs: a topic's configuration as Kafka reports it, each key with its source.
+
+Why: ``kafka-topics --describe`` and ``kafka-configs --describe`` show a topic's overrides and
+``AdminClient.describe_configs`` shows every key; both read this answer. A key's source is
+Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), a ``server.properties`` default
+(STATIC_BROKER_CONFIG, named by its broker synonym), or Kafka's default (DEFAULT_CONFIG).
+
+Refuses: broker resources other than this broker, with Kafka's INVALID_REQUEST, and resource
+types it does not keep (groups, client metrics), with INVALID_REQUEST too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.config_def import Type
+from kafkalog.errors import KafkaLogError
+from kafkalog.log.config import TOPIC_CONFIG, LogConfig
+from kafkalog.manager.server_config import TOPIC_CONFIG_SYNONYMS
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.wire import Request, make, payload_module
+
+DESCRIBE_CONFIGS = 32
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# Kafka's DescribeConfigsResponse.ConfigSource
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# Kafka's DescribeConfigsResponse.ConfigType
+_CONFIG_TYPES = {
+    Type.BOOLEAN: 1,
+    Type.STRING: 2,
+    Type.INT: 3,
+    Type.LONG: 5,
+    Type.DOUBLE: 6,
+    Type.LIST: 7,
+}
+_KAFKA_DEFAULTS = LogConfig().to_properties()
+
+
+def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(DESCRIBE_CONFIGS, version, True)
+    results = []
+    for resource in body.resources:
+        code, message, configs = ErrorCode.none, None, ()
+        try:
+            if resource.resource_type == TOPIC_RESOURCE:
+                configs = _topic_configs(ctx, mod, resource, body)
+            elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
+                "",
+                str(ctx.settings.node_id),
+            ):
+                configs = ()
+            else:
+                code = ErrorCode.invalid_request
+                message = (
+                    f"kafkalog describes topics and broker {ctx.settings.node_id} only, not "
+                    f"resource type {resource.resource_type} {resource.resource_name!r}"
+                )
+        except KafkaLogError as err:
+            code, message = error_code(err), str(err)
+        results.append(
+            make(
+                mod,
+                "DescribeConfigsResult",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return make(mod, "DescribeConfigsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tuple[Any, ...]:
+    topic = resource.resource_name
+    ctx.manager.get_log(topic, 0)  # UNKNOWN_TOPIC_OR_PARTITION for a missing topic
+    overrides = ctx.manager.topic_overrides(topic)
+    values = ctx.manager.topic_config(topic).to_properties()
+    wanted = resource.configuration_keys
+    out = []
+    for name, key in sorted(TOPIC_CONFIG.keys.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        for broker_key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
+            if broker_key in ctx.broker_properties:
+                raw = ctx.broker_properties[broker_key]
+                synonyms.append((broker_key, str(raw), STATIC_BROKER_CONFIG))
+        synonyms.append((name, _KAFKA_DEFAULTS.get(name), DEFAULT_CONFIG))
+        source = synonyms[0][2]
+        out.append(
+            make(
+                mod,
+                "DescribeConfigsResourceResult",
+                name=name,
+                value=values.get(name),
+                read_only=False,
+                is_default=source == DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=tuple(
+                    make(mod, "DescribeConfigsSynonym", name=n, value=v, source=s)
+                    for n, v, s in synonyms
+                )
+                if getattr(body, "include_synonyms", False)
+                else (),
+                config_type=_CONFIG_TYPES.get(key.type, 0),
+                documentation=key.doc if getattr(body, "include_documentation", False) else None,
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,120 @@
+"""What every request handler may use: the logs, the broker's settings, the producer-id
+allocator, and what it tells the transport after an append.
+
+Why: handlers are plain functions of (context, request), testable without a socket or a loop;
+this object is the one thing they share. Refuses: I/O of its own (the handlers call the
+LogManager, which owns the files) and any notion of connections.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from kafkalog.errors import InvalidConfigError
+from kafkalog.manager.server_config import ServerConfig
+
+if TYPE_CHECKING:
+    from kafkalog.manager import LogManager
+    from kafkalog.server.producer_ids import ProducerIdManager
+
+NO_THROTTLE = datetime.timedelta(0)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized operations
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``listeners`` entry: ``PLAINTEXT://host:port``."""
+
+    security_protocol: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, key: str, text: str) -> Listener:
+        parts = urlsplit(text)
+        protocol = parts.scheme.upper()
+        if protocol != "PLAINTEXT":
+            raise InvalidConfigError(
+                key, f"{text!r}: kafkalog serve has PLAINTEXT listeners only, not {protocol!r}"
+            )
+        try:
+            port = parts.port
+        except ValueError as err:
+            raise InvalidConfigError(key, f"{text!r} has no valid port") from err
+        if port is None:
+            raise InvalidConfigError(key, f"{text!r} has no port (PLAINTEXT://host:port)")
+        return cls(protocol, parts.hostname or "", port)
+
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.security_protocol}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """The broker keys the protocol needs, parsed once from a ServerConfig."""
+
+    node_id: int
+    listener: Listener
+    advertised: Listener | None  # None: the bound address
+    auto_create_topics: bool
+    num_partitions: int
+    default_replication_factor: int
+    max_request_bytes: int
+    queued_max_requests: int
+    io_threads: int
+
+    @classmethod
+    def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
+        b = config.broker
+        if len(b.listeners) != 1:
+            raise InvalidConfigError(
+                "listeners", f"kafkalog serve takes one listener, not {list(b.listeners)}"
+            )
+        if len(b.advertised_listeners) > 1:
+            raise InvalidConfigError(
+                "advertised.listeners", f"one listener, not {list(b.advertised_listeners)}"
+            )
+        advertised = (
+            Listener.parse("advertised.listeners", b.advertised_listeners[0])
+            if b.advertised_listeners
+            else None
+        )
+        return cls(
+            node_id=b.node_id,
+            listener=Listener.parse("listeners", b.listeners[0]),
+            advertised=advertised,
+            auto_create_topics=b.auto_create_topics_enable,
+            num_partitions=b.num_partitions,
+            default_replication_factor=b.default_replication_factor,
+            max_request_bytes=b.socket_request_max_bytes,
+            queued_max_requests=b.queued_max_requests,
+            io_threads=b.num_io_threads,
+        )
+
+
+class BrokerContext:
+    """The state request handlers share. ``advertised`` is set once the socket is bound (port 0
+    becomes the port the OS chose). ``on_append`` is called from the storage thread after each
+    produce that wrote something, so waiting fetches can be woken."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        settings: BrokerSettings,
+        producer_ids: ProducerIdManager,
+        cluster_id: str,
+    ) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.broker_properties: Mapping[str, Any] = {}  # server.properties and overrides
+        self.producer_ids = producer_ids
+        self.cluster_id = cluster_id
+        self.advertised = settings.advertised or settings.listener
+        self.on_append: Callable[[], None] = lambda: None

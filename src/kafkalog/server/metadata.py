@@ -1,0 +1,238 @@
+"""Metadata, CreateTopics and DeleteTopics: the topics a client sees and changes.
+
+Why: every client starts with Metadata to learn the partitions and their leader; on a single
+node the answer is this broker for every partition, leader epoch 0, itself the one replica and
+the whole ISR. A Metadata request for a missing topic creates it when
+``auto.create.topics.enable`` is on and the client allows it, as Kafka's broker does.
+
+Refuses: a replication factor other than 1 (or -1, the default) and replica assignments naming
+another broker, with Kafka's INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.errors import KafkaLogError, TopicExistsError, UnknownTopicOrPartitionError
+from kafkalog.log.config import LogConfig
+from kafkalog.server.context import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    NO_THROTTLE,
+    ZERO_UUID,
+    BrokerContext,
+)
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.wire import Request, make, payload_module
+from kafkalog.types import uuid_bytes, validate_topic_name
+
+logger = logging.getLogger("kafkalog.server")
+
+METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
+
+
+def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
+    topic_id = ctx.manager.topic_id(topic)
+    return ZERO_UUID if topic_id is None else uuid.UUID(bytes=uuid_bytes(topic_id))
+
+
+def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:
+    node = ctx.settings.node_id
+    return make(
+        mod,
+        "MetadataResponseTopic",
+        error_code=ErrorCode.none,
+        name=topic,
+        topic_id=topic_uuid(ctx, topic),
+        is_internal=topic.startswith("__"),
+        partitions=tuple(
+            make(
+                mod,
+                "MetadataResponsePartition",
+                error_code=ErrorCode.none,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+                offline_replicas=(),
+            )
+            for p in range(partitions)
+        ),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _missing(mod: Any, name: str | None, code: ErrorCode) -> Any:
+    return make(
+        mod,
+        "MetadataResponseTopic",
+        error_code=code,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(METADATA, version, True)
+    known = ctx.manager.topics()
+    wanted = body.topics
+    topics: list[Any] = []
+    if wanted is None or (version == 0 and not wanted):
+        topics = [_topic_entry(ctx, mod, t, n) for t, n in sorted(known.items())]
+    else:
+        by_id = None
+        allow_create = getattr(body, "allow_auto_topic_creation", True)
+        for item in wanted:
+            name = item.name
+            if name is None:  # v10+: by topic id
+                by_id = by_id or {topic_uuid(ctx, t): t for t in known}
+                name = by_id.get(item.topic_id)
+                if name is None:
+                    topics.append(_missing(mod, None, ErrorCode.unknown_topic_id))
+                    continue
+            if name not in known and allow_create and ctx.settings.auto_create_topics:
+                code = _auto_create(ctx, name)
+                if code is not ErrorCode.none:
+                    topics.append(_missing(mod, name, code))
+                    continue
+                known = ctx.manager.topics()
+            if name in known:
+                topics.append(_topic_entry(ctx, mod, name, known[name]))
+            else:
+                topics.append(_missing(mod, name, ErrorCode.unknown_topic_or_partition))
+    advertised = ctx.advertised
+    return make(
+        mod,
+        "MetadataResponse",
+        throttle_time=NO_THROTTLE,
+        brokers=(
+            make(
+                mod,
+                "MetadataResponseBroker",
+                node_id=ctx.settings.node_id,
+                host=advertised.host,
+                port=advertised.port,
+                rack=None,
+            ),
+        ),
+        cluster_id=ctx.cluster_id,
+        controller_id=ctx.settings.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
+    try:
+        validate_topic_name(topic)
+        ctx.manager.create_topic(topic, ctx.settings.num_partitions)
+        logger.info("auto-created topic %r with %d partitions", topic, ctx.settings.num_partitions)
+    except TopicExistsError:
+        pass  # another request created it first
+    except KafkaLogError as err:
+        return error_code(err)
+    return ErrorCode.none
+
+
+def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(CREATE_TOPICS, version, True)
+    results = []
+    for topic in body.topics:
+        code, message, partitions = _create_one(ctx, topic, validate_only=body.validate_only)
+        results.append(
+            make(
+                mod,
+                "CreatableTopicResult",
+                name=topic.name,
+                topic_id=topic_uuid(ctx, topic.name)
+                if code is ErrorCode.none and not body.validate_only
+                else ZERO_UUID,
+                error_code=code,
+                error_message=message,
+                num_partitions=partitions if code is ErrorCode.none else -1,
+                replication_factor=1 if code is ErrorCode.none else -1,
+                configs=None if code is not ErrorCode.none else (),
+            )
+        )
+    return make(mod, "CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _create_one(
+    ctx: BrokerContext, topic: Any, *, validate_only: bool
+) -> tuple[ErrorCode, str | None, int]:
+    name = topic.name
+    count = topic.num_partitions if topic.num_partitions != -1 else ctx.settings.num_partitions
+    if topic.assignments:
+        if any(tuple(a.broker_ids) != (ctx.settings.node_id,) for a in topic.assignments):
+            return (
+                ErrorCode.invalid_replica_assignment,
+                f"kafkalog is one broker (id {ctx.settings.node_id}): every partition's "
+                "replicas must be that broker alone",
+                -1,
+            )
+        count = len(topic.assignments)
+    if topic.replication_factor not in (-1, 1):
+        return (
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {topic.replication_factor} larger than available brokers: 1.",
+            -1,
+        )
+    if count < 1:
+        return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
+    configs = {c.name: c.value for c in topic.configs}
+    if name in ctx.manager.topics():
+        return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1
+    try:
+        validate_topic_name(name)
+        if validate_only:
+            LogConfig.from_properties(
+                {k: v for k, v in configs.items() if v is not None},
+                defaults=ctx.manager.default_config,
+            )
+        else:
+            ctx.manager.create_topic(
+                name, count, {k: v for k, v in configs.items() if v is not None}
+            )
+    except KafkaLogError as err:
+        return error_code(err), str(err), -1
+    return ErrorCode.none, None, count
+
+
+def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(DELETE_TOPICS, version, True)
+    names: list[Any] = (
+        list(body.topic_names)
+        if hasattr(body, "topic_names") and version < 6
+        else [t.name for t in body.topics]
+    )
+    results = []
+    for name in names:
+        code, message = ErrorCode.none, None
+        try:
+            if name is None:
+                raise UnknownTopicOrPartitionError("deleting a topic by id is not supported")
+            ctx.manager.delete_topic(name)
+            logger.info("deleted topic %r", name)
+        except KafkaLogError as err:
+            code, message = error_code(err), str(err)
+        results.append(
+            make(
+                mod,
+                "DeletableTopicResult",
+                name=name,
+                topic_id=ZERO_UUID,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return make(mod, "DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -1,0 +1,141 @@
+"""Produce: a client's record batches appended to partition logs as the leader.
+
+Why: the leader path (``Log.append_records``) already validates the batches, assigns offsets,
+checks idempotent producers' sequences and epochs and writes; this module only maps a
+request's partitions to it and each outcome to Kafka's per-partition answer. An idempotent
+retry of a batch already written answers NONE with the original offsets, as Kafka does.
+
+Refuses: ``acks`` other than 0, 1 and -1 (INVALID_REQUIRED_ACKS), transactional batches before
+the transaction coordinator exists (a producer cannot get a transactional id here yet).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.errors import InvalidRecordError, KafkaLogError, UnsupportedCompressionTypeError
+from kafkalog.records import MemoryRecords
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.wire import Request, make, payload_module
+from kafkalog.types import CompressionType
+
+logger = logging.getLogger("kafkalog.server")
+
+PRODUCE = 0
+MAGIC_V2 = 2
+
+
+def _partition(
+    mod: Any,
+    index: int,
+    code: ErrorCode,
+    base_offset: int = -1,
+    append_time: int = -1,
+    log_start: int = -1,
+    message: str | None = None,
+) -> Any:
+    return make(
+        mod,
+        "PartitionProduceResponse",
+        index=index,
+        error_code=code,
+        base_offset=base_offset,
+        log_append_time=(
+            None
+            if append_time < 0
+            else datetime.datetime.fromtimestamp(append_time / 1000, datetime.UTC)
+        ),
+        log_start_offset=log_start,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+def check_produce_records(records: bytes, version: int) -> None:
+    """Kafka's ProduceRequest.validateRecords: from version 3, exactly one batch of magic 2
+    per partition, and zstd only from version 7 (KIP-110)."""
+    batches = MemoryRecords(records).batches(verify_crc=False)
+    first = next(batches, None)
+    if first is None:
+        raise InvalidRecordError(
+            f"Produce requests with version {version} must have at least one record batch "
+            "per partition"
+        )
+    if first.magic != MAGIC_V2:
+        raise InvalidRecordError(
+            f"Produce requests with version {version} are only allowed to contain record "
+            "batches with magic version 2"
+        )
+    if version < 7 and first.compression is CompressionType.ZSTD:
+        raise UnsupportedCompressionTypeError(
+            f"Produce requests with version {version} are not allowed to use ZStandard compression"
+        )
+    if next(batches, None) is not None:
+        raise InvalidRecordError(
+            f"Produce requests with version {version} are only allowed to contain exactly "
+            "one record batch per partition"
+        )
+
+
+def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
+    """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
+    body, version = request.body, request.api_version
+    mod = payload_module(PRODUCE, version, True)
+    acks = body.acks
+    wrote = False
+    topics = []
+    for topic in body.topic_data:
+        partitions = []
+        for part in topic.partition_data:
+            if acks not in (0, 1, -1):
+                partitions.append(_partition(mod, part.index, ErrorCode.invalid_required_acks))
+                continue
+            if body.transactional_id is not None:
+                partitions.append(
+                    _partition(
+                        mod,
+                        part.index,
+                        ErrorCode.transactional_id_authorization_failed,
+                        message="kafkalog serve has no transaction coordinator yet",
+                    )
+                )
+                continue
+            try:
+                log = ctx.manager.get_log(topic.name, part.index)
+                if part.records is None:
+                    raise KafkaLogError("the partition's records are null")
+                check_produce_records(part.records, version)
+                info = log.append_records(part.records)
+            except KafkaLogError as err:
+                code = error_code(err)
+                if code is ErrorCode.unknown_server_error:
+                    code = ErrorCode.corrupt_message
+                logger.debug("produce to %s-%d failed: %s", topic.name, part.index, err)
+                partitions.append(_partition(mod, part.index, code, message=str(err)))
+                continue
+            wrote = wrote or not info.duplicate
+            partitions.append(
+                _partition(
+                    mod,
+                    part.index,
+                    ErrorCode.none,
+                    info.first_offset,
+                    info.log_append_time,
+                    info.log_start_offset,
+                )
+            )
+        topics.append(
+            make(
+                mod, "TopicProduceResponse", name=topic.name, partition_responses=tuple(partitions)
+            )
+        )
+    if wrote:
+        ctx.on_append()
+    if acks == 0:
+        return None
+    return make(mod, "ProduceResponse", responses=tuple(topics), throttle_time=NO_THROTTLE)

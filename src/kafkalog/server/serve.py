@@ -1,0 +1,182 @@
+"""Starting and stopping a broker: the LogManager with its background tasks, the protocol core
+and the transport, as ``kafkalog serve`` runs them or as a test embeds them.
+
+Why: both forms must start and stop the same way: load (recovering after a crash), start the
+background tasks, listen, log the readiness line; on stop, stop listening, finish the requests
+in progress, then close the logs, which writes the clean-shutdown marker.
+
+Refuses: to listen before the logs are loaded, and to leave the logs open when start-up fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.manager import LogManager
+from kafkalog.manager.server_config import ServerConfig
+from kafkalog.server.broker import Broker
+from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
+from kafkalog.server.producer_ids import ProducerIdManager
+from kafkalog.server.transport import Transport
+from kafkalog.storage.partition_metadata import random_topic_id
+
+logger = logging.getLogger("kafkalog.server")
+
+
+def _cluster_id(log_dirs: list[Path]) -> str:
+    """The ``cluster.id`` of a Kafka ``meta.properties`` in the log dirs, else a fresh one."""
+    for d in log_dirs:
+        try:
+            text = (d / "meta.properties").read_text("latin-1")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "cluster.id" and value.strip():
+                return value.strip()
+    return random_topic_id()
+
+
+class KafkaServer:
+    """One broker over one set of log directories. Use ``async with`` or ``start``/``stop``
+    from a running event loop; ``run_until_stopped`` is what ``kafkalog serve`` runs."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.settings = BrokerSettings.from_server_config(config)
+        self.manager: LogManager | None = None
+        self._transport: Transport | None = None
+        self._stop_event: asyncio.Event | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self._transport is None or self.manager is None:
+            raise KafkaLogError("the server is not running")
+        host = self.settings.listener.host or "127.0.0.1"
+        return f"{host}:{self._transport.port}"
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        manager = await loop.run_in_executor(None, LogManager.from_server_config, self.config)
+        try:
+            producer_ids = ProducerIdManager(self.config.log_dirs)
+            context = BrokerContext(
+                manager, self.settings, producer_ids, _cluster_id(self.config.log_dirs)
+            )
+            context.broker_properties = self.config.properties
+            transport = Transport(Broker(context))
+            await transport.start()
+        except BaseException:
+            await loop.run_in_executor(None, manager.close)
+            raise
+        if self.settings.advertised is None or self.settings.advertised.port == 0:
+            bound = self.settings.advertised or self.settings.listener
+            context.advertised = Listener(
+                bound.security_protocol, bound.host or "127.0.0.1", transport.port
+            )
+        manager.start()
+        self.manager, self._transport = manager, transport
+        logger.info(
+            "kafkalog serve started: listening on %s, advertised as %s, log dirs %s",
+            Listener("PLAINTEXT", self.settings.listener.host, transport.port).url(),
+            context.advertised.url(),
+            ",".join(str(d) for d in self.config.log_dirs),
+        )
+
+    async def stop(self) -> None:
+        transport, manager = self._transport, self.manager
+        self._transport = None
+        if transport is not None:
+            await transport.close()
+        if manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, manager.close)
+            logger.info("kafkalog serve stopped; the logs were closed cleanly")
+
+    def request_stop(self) -> None:
+        """Ask ``run_until_stopped`` to return (call on the server's loop)."""
+        self._stop_requested().set()
+
+    def _stop_requested(self) -> asyncio.Event:
+        if self._stop_event is None:
+            self._stop_event = asyncio.Event()
+        return self._stop_event
+
+    async def run_until_stopped(self) -> None:
+        await self.start()
+        try:
+            await self._stop_requested().wait()
+        finally:
+            await self.stop()
+
+
+def server_config(
+    log_dirs: str | Path | Sequence[str | Path] | None = None,
+    *,
+    config: str | Path | Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    port: int | None = None,
+) -> ServerConfig:
+    """A ServerConfig from a ``server.properties`` (or mapping), overrides on top, with
+    ``log_dirs`` and ``port`` as the last word."""
+    merged: dict[str, Any] = dict(overrides or {})
+    if log_dirs is not None:
+        dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
+        if not dirs:
+            raise InvalidArgumentError("log_dirs is empty")
+        merged["log.dirs"] = ",".join(str(d) for d in dirs)
+    if port is not None:
+        merged["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+    return ServerConfig.from_properties(config if config is not None else {}, merged)
+
+
+@contextmanager
+def serve(
+    log_dirs: str | Path | Sequence[str | Path],
+    *,
+    port: int = 0,
+    config: str | Path | Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Iterator[KafkaServer]:
+    """Run a broker on a background thread for the ``with`` block::
+
+        with kafkalog.serve("/data/logs") as server:
+            KafkaProducer(bootstrap_servers=server.bootstrap_servers)
+
+    ``port=0`` takes any free port. The logs are closed cleanly when the block ends."""
+    server = KafkaServer(server_config(log_dirs, config=config, overrides=overrides, port=port))
+    started = threading.Event()
+    failure: list[BaseException] = []
+    loop_box: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> None:
+        loop_box.append(asyncio.get_running_loop())
+        try:
+            await server.start()
+        except BaseException as err:
+            failure.append(err)
+            started.set()
+            return
+        started.set()
+        try:
+            await server._stop_requested().wait()
+        finally:
+            await server.stop()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), name="kafkalog-serve")
+    thread.start()
+    started.wait()
+    if failure:
+        thread.join()
+        raise failure[0]
+    try:
+        yield server
+    finally:
+        loop_box[0].call_soon_threadsafe(server.request_stop)
+        thread.join()

@@ -1,0 +1,180 @@
+"""The asyncio transport of ``kafkalog serve``: sockets in, the protocol core, sockets out.
+
+Why: the event loop only moves bytes; decoding a request, running it against the logs and
+encoding the answer happen on ``num.io.threads`` worker threads, so a slow append or a large
+fetch never stalls other connections. Each connection's requests are answered one at a time, in
+order, as Kafka's broker mutes a channel until its response is sent. A fetch that found fewer
+than ``min_bytes`` waits for the next append or for ``max_wait_ms`` (Kafka's DelayedFetch).
+
+Refuses: frames over ``socket.request.max.bytes`` and requests it cannot parse: it logs why
+and closes that connection, as Kafka does. One connection's failure never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kafkalog.errors import InvalidConfigError
+from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
+from kafkalog.server.fetch import FETCH, FetchResult
+from kafkalog.server.wire import (
+    FrameReader,
+    InvalidRequestError,
+    Request,
+    decode_request,
+    encode_response,
+    unsupported_api_versions,
+)
+
+logger = logging.getLogger("kafkalog.server")
+
+READ_CHUNK = 1 << 16
+
+
+class AppendSignal:
+    """Wakes waiting fetches after an append. ``notify`` may be called from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def current(self) -> asyncio.Future[None]:
+        return self._future
+
+    def notify(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        future, self._future = self._future, self._loop.create_future()
+        future.set_result(None)
+
+
+class Transport:
+    """Serves one listener. Start with ``start()``; ``close()`` stops accepting, drops the
+    connections and waits for the requests in progress."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        settings = broker.context.settings
+        self._max_request = settings.max_request_bytes
+        self._queued_max = settings.queued_max_requests
+        self._pool = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="kafkalog-io")
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._signal: AppendSignal | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._signal = AppendSignal(loop)
+        self.broker.context.on_append = self._signal.notify
+        listener = self.broker.context.settings.listener
+        try:
+            self._server = await asyncio.start_server(
+                self._accept, listener.host or None, listener.port, reuse_address=True
+            )
+        except OSError as err:
+            self._pool.shutdown(wait=False)
+            raise InvalidConfigError(
+                "listeners", f"cannot listen on {listener.url()}: {err.strerror or err}"
+            ) from err
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        self._pool.shutdown(wait=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(reader, writer)
+        except InvalidRequestError as err:
+            logger.warning("closing connection from %s: %s", peer, err)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            logger.exception("closing connection from %s after an unexpected error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read frames ahead into a queue of ``queued.max.requests`` (reading pauses when it is
+        full) while another task answers them in order. When the client closes, the requests
+        it did not wait for are dropped, as Kafka drops a closed channel's responses; an append
+        already running on a worker thread still completes."""
+        queue: asyncio.Queue[bytes] = asyncio.Queue(self._queued_max)
+        reading = asyncio.create_task(self._read_frames(reader, queue))
+        answering = asyncio.create_task(self._answer(queue, writer))
+        try:
+            await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reading.cancel()
+            answering.cancel()
+            outcomes = await asyncio.gather(reading, answering, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
+
+    async def _read_frames(self, reader: asyncio.StreamReader, queue: asyncio.Queue[bytes]) -> None:
+        frames = FrameReader(self._max_request)
+        while data := await reader.read(READ_CHUNK):
+            frames.feed(data)
+            while (frame := frames.next_frame()) is not None:
+                await queue.put(frame)
+
+    async def _answer(self, queue: asyncio.Queue[bytes], writer: asyncio.StreamWriter) -> None:
+        while True:
+            response = await self._respond(await queue.get())
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _respond(self, frame: bytes) -> bytes | None:
+        request = await self._run(decode_request, frame, SUPPORTED_VERSIONS)
+        if request.body is None:
+            return unsupported_api_versions(request, SUPPORTED_VERSIONS)
+        if request.api_key == FETCH:
+            return await self._fetch(request)
+        response: bytes | None = await self._run(self._handle, request)
+        return response
+
+    def _handle(self, request: Request) -> bytes | None:
+        body = self.broker.handle(request)
+        return None if body is None else encode_response(request, body)
+
+    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, bytes | None]:
+        result = self.broker.fetch(request, final=final)
+        return result, encode_response(request, result.body) if result.satisfied else None
+
+    async def _fetch(self, request: Request) -> bytes:
+        loop = asyncio.get_running_loop()
+        assert self._signal is not None
+        woken = self._signal.current()
+        result, encoded = await self._run(self._fetch_once, request, False)
+        deadline = loop.time() + result.max_wait_ms / 1000
+        while encoded is None:
+            remaining = deadline - loop.time()
+            if remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(woken), remaining)
+            woken = self._signal.current()
+            result, encoded = await self._run(self._fetch_once, request, loop.time() >= deadline)
+        return bytes(encoded)

@@ -1,0 +1,204 @@
+"""Kafka's request and response framing, sans-IO: bytes in, request objects out; response
+objects in, bytes out (Kafka's NetworkReceive, RequestHeader, RequestContext.parseRequest).
+
+Why: the transport and the tests feed the same bytes through one codec, so every framing rule
+(size prefix, header versions, the ApiVersions exceptions) is tested without a socket. The
+message bodies are kio's, generated from Kafka's JSON schemas; nothing here hand-writes a field.
+
+Refuses: a frame larger than ``socket.request.max.bytes`` or with a negative size (Kafka's
+InvalidReceiveException closes the connection), and any request it cannot parse
+(``InvalidRequestError``; Kafka closes the connection then too). The one request it answers
+without parsing is an ApiVersions request of a version it does not know (KIP-511).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i32
+
+from kafkalog.errors import KafkaLogError
+
+API_VERSIONS_KEY = 18
+_SIZE = struct.Struct(">i")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")  # the fields every header version starts with
+
+
+class InvalidRequestError(KafkaLogError):
+    """A frame or request the broker cannot take; the connection is closed (Kafka's
+    InvalidRequestException / InvalidReceiveException)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One decoded request: its header fields and its kio body (None for an ApiVersions request
+    of an unknown version, answered from the header alone)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+class FrameReader:
+    """Cuts a byte stream into request frames (Kafka's NetworkReceive): a 4-byte size, then the
+    request. Holds at most one partial frame."""
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = max_size
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame without its size, or None if more bytes are needed."""
+        if len(self._buffer) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(self._buffer)
+        if size < 0 or size > self.max_size:
+            raise InvalidRequestError(
+                f"a request of {size} bytes is larger than socket.request.max.bytes "
+                f"({self.max_size})"
+                if size > 0
+                else f"a request frame has the negative size {size}"
+            )
+        if len(self._buffer) < 4 + size:
+            return None
+        frame = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
+        return frame
+
+
+@cache
+def payload_module(api_key: int, version: int, response: bool) -> ModuleType:
+    if response:
+        return load_payload_module(api_key, version, EntityType.response)
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+@cache
+def _entity(api_key: int, version: int, response: bool) -> type[Any]:
+    module = payload_module(api_key, version, response)
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "__type__", None) in (
+            EntityType.request,
+            EntityType.response,
+        ):
+            return value
+    raise InvalidRequestError(f"no message type for API {api_key} version {version}")
+
+
+@cache
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def make(module: ModuleType, class_name: str, /, **values: Any) -> Any:
+    """An instance of ``module.name`` from the fields this version has: a field a version
+    lacks is left out, so one handler builds every version's response."""
+    cls = getattr(module, class_name)
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return bool(_entity(api_key, version, False).__flexible__)
+
+
+def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+    """Parse one frame; ``supported`` maps API keys to the (min, max) versions served."""
+    if len(frame) < _KEY_VERSION_CORRELATION.size:
+        raise InvalidRequestError(f"a request frame of {len(frame)} bytes has no header")
+    api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame)
+    span = supported.get(api_key)
+    if span is None:
+        raise InvalidRequestError(f"unknown or unsupported API key {api_key}")
+    if not span[0] <= version <= span[1]:
+        if api_key == API_VERSIONS_KEY:
+            return Request(api_key, version, correlation_id, None, None)
+        raise InvalidRequestError(
+            f"API key {api_key} version {version} is not supported (versions {span[0]}-{span[1]})"
+        )
+    header_type = RequestHeaderV2 if is_flexible(api_key, version) else RequestHeaderV1
+    try:
+        header, used = entity_reader(header_type)(frame, 0)
+        body, size = entity_reader(_entity(api_key, version, False))(frame, used)
+    except Exception as err:  # kio raises its own and struct/Unicode errors on bad bytes
+        raise InvalidRequestError(
+            f"cannot parse API key {api_key} version {version} (correlation id "
+            f"{correlation_id}): {err}"
+        ) from err
+    if used + size != len(frame):
+        raise InvalidRequestError(
+            f"API key {api_key} version {version} left {len(frame) - used - size} bytes unread"
+        )
+    client_id: str | None = getattr(header, "client_id", None)
+    return Request(api_key, version, correlation_id, client_id, body)
+
+
+def encode_response(request: Request, body: Any) -> bytes:
+    """The size-prefixed response frame for ``request``. ApiVersions responses always use
+    header version 0, so that a client can read one before it knows the broker's versions."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    flexible = request.api_key != API_VERSIONS_KEY and is_flexible(
+        request.api_key, request.api_version
+    )
+    if flexible:
+        entity_writer(ResponseHeaderV1)(
+            out, ResponseHeaderV1(correlation_id=i32(request.correlation_id))
+        )
+    else:
+        entity_writer(ResponseHeaderV0)(
+            out, ResponseHeaderV0(correlation_id=i32(request.correlation_id))
+        )
+    entity_writer(type(body))(out, body)
+    frame = out.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def api_versions_body(
+    version: int, code: ErrorCode, supported: dict[int, tuple[int, int]], **extra: Any
+) -> Any:
+    """An ApiVersionsResponse of ``version`` listing ``supported``."""
+    module = payload_module(API_VERSIONS_KEY, version, True)
+    return make(
+        module,
+        "ApiVersionsResponse",
+        error_code=code,
+        api_keys=tuple(
+            make(module, "ApiVersion", api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(supported.items())
+        ),
+        **extra,
+    )
+
+
+def unsupported_api_versions(request: Request, supported: dict[int, tuple[int, int]]) -> bytes:
+    """Kafka's answer to an ApiVersions request of a version it does not know: a version 0
+    response with UNSUPPORTED_VERSION and the versions it does, so the client retries lower."""
+    body = api_versions_body(0, ErrorCode.unsupported_version, supported)
+    return encode_response(
+        Request(API_VERSIONS_KEY, 0, request.correlation_id, request.client_id, None), body
+    )

@@ -1,0 +1,241 @@
+"""``kafkalog serve`` under bad input and faults: malformed, truncated, oversized and random
+frames never crash the server or touch a log; SIGTERM closes the logs cleanly; a kill -9 under
+acks=all produce load loses no acknowledged record."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafka_oracle import free_port
+from kafkalog import LogManager, Record
+from kafkalog.server import serve
+from server_helpers import (
+    api_versions_request,
+    batch,
+    decode_response,
+    exchange,
+    fetch_body,
+    frame,
+    metadata_request,
+    produce_body,
+    read_frame,
+)
+
+pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
+
+
+def _api_versions_ok(port: int) -> bool:
+    data = exchange(port, frame(18, 0, api_versions_request(0), 9))
+    return decode_response(18, 0, data, header_v1=False).error_code == 0
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_bad_frames_close_only_their_connection(tmp_path: Path) -> None:
+    with serve(tmp_path, overrides={"socket.request.max.bytes": "4096"}) as server:
+        port = int(server.bootstrap_servers.rsplit(":", 1)[1])
+        server.manager.create_topic("t", 1)  # type: ignore[union-attr]
+        good = frame(0, 9, produce_body(9, "t", 0, batch([Record(b"kept")])))
+        cases = {
+            "oversized": struct.pack(">i", 5000),
+            "negative size": struct.pack(">i", -7),
+            "unknown api key": struct.pack(">ihhi", 8, 777, 0, 1),
+            "unsupported produce version": struct.pack(">ihhi", 8, 0, 1, 5),
+            "truncated body": struct.pack(">i", len(good) - 4 - 10) + good[4:-10],
+            "trailing bytes": struct.pack(">i", len(good) - 4 + 3) + good[4:] + b"xyz",
+        }
+        for name, data in cases.items():
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(data)
+                assert _closed(sock), name
+            assert _api_versions_ok(port), f"the server stopped answering after: {name}"
+        produced = exchange(port, good)
+        assert (
+            decode_response(0, 9, produced, header_v1=True)
+            .responses[0]
+            .partition_responses[0]
+            .error_code
+            == 0
+        )
+        log = server.manager.get_log("t", 0)  # type: ignore[union-attr]
+        assert [r.value for r in log.read_records(0)] == [b"kept"]
+
+
+def test_random_and_mutated_requests_never_crash_the_server_or_touch_a_log(tmp_path: Path) -> None:
+    rng = random.Random(20261123)
+    seeds = [
+        frame(0, 9, produce_body(9, "t", 0, batch([Record(b"v", b"k")]))),
+        frame(1, 12, fetch_body(12, "t", 0, 0)),
+        frame(
+            3,
+            12,
+            metadata_request(12, allow=False),
+        ),
+        frame(
+            18,
+            3,
+            api_versions_request(3),
+        ),
+    ]
+    with serve(tmp_path, overrides={"auto.create.topics.enable": "false"}) as server:
+        port = int(server.bootstrap_servers.rsplit(":", 1)[1])
+        server.manager.create_topic("t", 1)  # type: ignore[union-attr]
+        for _ in range(300):
+            data = bytearray(rng.choice(seeds))
+            kind = rng.randrange(3)
+            if kind == 0:  # flip bytes after the size prefix
+                for _ in range(rng.randint(1, 4)):
+                    data[rng.randrange(4, len(data))] = rng.randrange(256)
+            elif kind == 1:  # random bytes with a plausible size
+                body = rng.randbytes(rng.randint(0, 64))
+                data = bytearray(struct.pack(">i", len(body)) + body)
+            else:  # cut short and close
+                data = data[: rng.randrange(len(data))]
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(bytes(data))
+                sock.shutdown(socket.SHUT_WR)
+                while read_frame(sock):
+                    pass
+        assert _api_versions_ok(port)
+        log = server.manager.get_log("t", 0)  # type: ignore[union-attr]
+        # a mutated produce can only append if its batch still passes the CRC, i.e. the
+        # flip hit a field outside it: whatever was appended is the seed's record
+        for record in log.read_records(0, 1 << 24):
+            assert record.value == b"v" and record.key == b"k"
+    # the files are sound
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    assert CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)]).exit_code == 0
+
+
+def _start_cli_server(log_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkalog",
+            "serve",
+            "--log-dirs",
+            str(log_dir),
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "kafkalog serve started" in line:
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"kafkalog serve did not start: {proc.stdout.read()}")
+
+
+def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _start_cli_server(tmp_path, port)
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")
+    producer.send("s", b"x").get(10)
+    producer.close()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "the logs were closed cleanly" in out
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+
+def test_kill_9_under_produce_load_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    port = free_port()
+    proc = _start_cli_server(tmp_path, port)
+    producer = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
+    acked: list[bytes] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is None:
+            acked.append(msg.value())  # type: ignore[attr-defined]
+
+    killed_at = None
+    for i in range(20_000):
+        producer.produce("load", value=b"%08d" % i, on_delivery=on_delivery)
+        producer.poll(0)
+        if killed_at is None and len(acked) >= 2000:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_at = len(acked)
+            break
+        if i % 500 == 0:
+            producer.flush(10)
+    producer.flush(10)
+    proc.wait(30)
+    assert killed_at is not None, "the producer never reached 2000 acknowledgements"
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    with LogManager([tmp_path]) as manager:
+        values = {r.value for r in manager.get_log("load", 0).read_records(0, 1 << 26)}
+    missing = [v for v in acked if v not in values]
+    assert not missing, f"{len(missing)} acknowledged records were lost, e.g. {missing[:3]}"
+
+
+def test_wrong_arguments_are_one_line_errors(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["serve", "--log-dirs", str(tmp_path), *args])
+        assert "Traceback" not in result.output
+        return result.exit_code, result.output
+
+    code, out = run("--override", "no-equals-sign")
+    assert code == 2 and "'no-equals-sign' is not key=value" in out
+    code, out = run("--override", "listeners=SSL://127.0.0.1:9093")
+    assert code != 0 and "PLAINTEXT listeners only" in out
+    code, out = run("--override", "socket.request.max.bytes=0")
+    assert code != 0 and "socket.request.max.bytes" in out
+    code, out = run("--config", str(tmp_path / "missing.properties"))
+    assert code != 0 and "missing.properties" in out
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out = run("--override", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+        assert code != 0 and "cannot listen on PLAINTEXT://127.0.0.1" in out
+    # the failed starts above closed their logs: this manager can take the directory lock
+    with LogManager([tmp_path]):
+        code, out = run("--override", "listeners=PLAINTEXT://127.0.0.1:0")
+        assert code != 0 and "lock" in out.lower()

@@ -1,0 +1,431 @@
+"""The protocol core of ``kafkalog serve`` without sockets: framing, header versions, the
+ApiVersions rules, and each API's answers and Kafka error codes, driven with kio requests."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalog import Record
+from kafkalog.errors import CorruptCheckpointError
+from kafkalog.server.broker import SUPPORTED_VERSIONS
+from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, ProducerIdManager
+from kafkalog.server.wire import (
+    FrameReader,
+    InvalidRequestError,
+    decode_request,
+    encode_response,
+    make,
+    unsupported_api_versions,
+)
+from server_helpers import (
+    MS,
+    api_versions_request,
+    as_request,
+    batch,
+    broker_over,
+    decode_response,
+    fetch_body,
+    frame,
+    metadata_request,
+    produce_body,
+    request_module,
+)
+
+pytestmark = pytest.mark.one_codec
+
+# --- framing ----------------------------------------------------------------------------------
+
+
+def test_frames_are_cut_from_any_split_of_the_stream() -> None:
+    a = frame(18, 0, api_versions_request(0), 1)
+    b = frame(
+        18,
+        3,
+        api_versions_request(3),
+        2,
+    )
+    stream = a + b
+    for cut in range(len(stream) + 1):
+        reader = FrameReader(1 << 20)
+        got = []
+        for part in (stream[:cut], stream[cut:]):
+            reader.feed(part)
+            while (f := reader.next_frame()) is not None:
+                got.append(f)
+        assert got == [a[4:], b[4:]]
+        assert reader.pending == 0
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+def test_a_frame_over_the_limit_or_negative_is_refused(size: int) -> None:
+    reader = FrameReader(100)
+    reader.feed(struct.pack(">i", size))
+    with pytest.raises(InvalidRequestError, match=r"socket\.request\.max\.bytes|negative"):
+        reader.next_frame()
+
+
+def test_unknown_keys_and_unserved_versions_are_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="unknown or unsupported API key 999"):
+        decode_request(struct.pack(">hhi", 999, 0, 1), SUPPORTED_VERSIONS)
+    with pytest.raises(InvalidRequestError, match="version 2 is not supported"):
+        decode_request(struct.pack(">hhi", 0, 2, 1) + b"\0" * 20, SUPPORTED_VERSIONS)
+    with pytest.raises(InvalidRequestError, match="has no header"):
+        decode_request(b"\0\1", SUPPORTED_VERSIONS)
+
+
+def test_truncated_or_overlong_requests_are_refused() -> None:
+    whole = frame(
+        3,
+        12,
+        metadata_request(12, allow=True),
+    )[4:]
+    for cut in range(8, len(whole)):
+        with pytest.raises(InvalidRequestError):
+            decode_request(whole[:cut], SUPPORTED_VERSIONS)
+    with pytest.raises(InvalidRequestError, match="left 1 bytes unread"):
+        decode_request(whole + b"\0", SUPPORTED_VERSIONS)
+
+
+def test_an_api_versions_request_of_an_unknown_version_gets_the_v0_answer() -> None:
+    """KIP-511: the broker answers from the header alone, with UNSUPPORTED_VERSION, version 0
+    and header version 0, so a newer client retries with a version the broker knows."""
+    request = decode_request(struct.pack(">hhi", 18, 99, 42) + b"garbage", SUPPORTED_VERSIONS)
+    assert request.body is None and request.correlation_id == 42
+    data = unsupported_api_versions(request, SUPPORTED_VERSIONS)
+    assert struct.unpack_from(">i", data, 4)[0] == 42
+    body = decode_response(18, 0, data, header_v1=False)
+    assert body.error_code == ErrorCode.unsupported_version
+    assert {k.api_key: (k.min_version, k.max_version) for k in body.api_keys} == SUPPORTED_VERSIONS
+
+
+def test_api_versions_responses_keep_header_version_0_even_when_flexible(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        request = as_request(
+            18,
+            3,
+            api_versions_request(3),
+        )
+        data = encode_response(request, broker.handle(request))
+        body = decode_response(18, 3, data, header_v1=False)
+        assert body.error_code == ErrorCode.none
+        served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        assert served == SUPPORTED_VERSIONS
+        # a flexible non-ApiVersions response carries the tagged-field byte of header v1
+        meta = as_request(
+            3,
+            12,
+            metadata_request(12, allow=False),
+        )
+        decode_response(3, 12, encode_response(meta, broker.handle(meta)), header_v1=True)
+
+
+# --- metadata and topics ------------------------------------------------------------------------
+
+
+def _metadata(broker, version: int, topics: list[str] | None, allow: bool = True):  # type: ignore[no-untyped-def]
+    body = metadata_request(version, topics, allow)
+    request = as_request(3, version, body)
+    return decode_response(
+        3, version, encode_response(request, broker.handle(request)), header_v1=version >= 9
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
+def test_metadata_auto_creates_a_missing_topic_when_allowed(tmp_path: Path, version: int) -> None:
+    broker, manager = broker_over(tmp_path, **{"num.partitions": "3"})
+    with manager:
+        answer = _metadata(broker, version, ["fresh"])
+        (topic,) = answer.topics
+        assert topic.error_code == ErrorCode.none and topic.name == "fresh"
+        assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
+        assert all(p.leader_id == 1 and tuple(p.replica_nodes) == (1,) for p in topic.partitions)
+        assert manager.topics() == {"fresh": 3}
+        (node,) = answer.brokers
+        assert node.node_id == 1
+        if version >= 10:
+            assert topic.topic_id.int != 0
+
+
+def test_metadata_does_not_create_when_disabled_or_not_allowed(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path, **{"auto.create.topics.enable": "false"})
+    with manager:
+        (topic,) = _metadata(broker, 12, ["nope"]).topics
+        assert topic.error_code == ErrorCode.unknown_topic_or_partition
+    broker, manager = broker_over(tmp_path / "b")
+    with manager:
+        (topic,) = _metadata(broker, 12, ["nope"], allow=False).topics
+        assert topic.error_code == ErrorCode.unknown_topic_or_partition
+        (topic,) = _metadata(broker, 12, ["bad/name"]).topics
+        assert topic.error_code == ErrorCode.invalid_topic_exception
+        assert manager.topics() == {}
+
+
+def _create(broker, version: int, name: str, partitions: int = 1, rf: int = -1, **configs: str):  # type: ignore[no-untyped-def]
+    mod = request_module(19, version)
+    topic = make(
+        mod,
+        "CreatableTopic",
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=(),
+        configs=tuple(
+            make(mod, "CreatableTopicConfig", name=k, value=v) for k, v in configs.items()
+        ),
+    )
+    body = make(mod, "CreateTopicsRequest", topics=(topic,), timeout=1000 * MS, validate_only=False)
+    request = as_request(19, version, body)
+    (result,) = decode_response(
+        19, version, encode_response(request, broker.handle(request)), header_v1=version >= 5
+    ).topics
+    return result
+
+
+def test_create_topics_answers_with_kafka_error_codes(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        made = _create(broker, 7, "t", 2, **{"cleanup.policy": "compact"})
+        assert made.error_code == ErrorCode.none and made.num_partitions == 2
+        assert manager.topic_overrides("t") == {"cleanup.policy": "compact"}
+        assert _create(broker, 7, "t").error_code == ErrorCode.topic_already_exists
+        assert _create(broker, 2, "u", rf=3).error_code == ErrorCode.invalid_replication_factor
+        assert _create(broker, 7, "u", 0).error_code == ErrorCode.invalid_partitions
+        bad = _create(broker, 7, "u", **{"segment.bytes": "x"})
+        assert bad.error_code == ErrorCode.invalid_config and "segment.bytes" in bad.error_message
+        assert _create(broker, 7, "a" * 250).error_code == ErrorCode.invalid_topic_exception
+        assert manager.topics() == {"t": 2}
+
+
+# --- produce ------------------------------------------------------------------------------------
+
+
+def _produce(broker, topic: str, records: bytes | None, version: int = 9, acks: int = -1):  # type: ignore[no-untyped-def]
+    request = as_request(0, version, produce_body(version, topic, 0, records, acks))
+    answer = broker.handle(request)
+    if answer is None:
+        return None
+    body = decode_response(0, version, encode_response(request, answer), header_v1=version >= 9)
+    return body.responses[0].partition_responses[0]
+
+
+def test_produce_appends_and_maps_each_failure_to_kafkas_code(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path, **{"message.max.bytes": "2000"})
+    with manager:
+        manager.create_topic("t", 1)
+        ok = _produce(broker, "t", batch([Record(b"v1", b"k"), Record(b"v2")]))
+        assert ok.error_code == ErrorCode.none and ok.base_offset == 0
+        assert _produce(broker, "t", batch([Record(b"v3")]), version=3).base_offset == 2
+        assert _produce(broker, "missing", batch([Record(b"x")])).error_code == (
+            ErrorCode.unknown_topic_or_partition
+        )
+        damaged = bytearray(batch([Record(b"abcdef")]))
+        damaged[-2] ^= 0xFF
+        assert _produce(broker, "t", bytes(damaged)).error_code == ErrorCode.corrupt_message
+        big = _produce(broker, "t", batch([Record(b"x" * 5000)]))
+        assert big.error_code == ErrorCode.message_too_large
+        assert _produce(broker, "t", batch([Record(b"x")]), acks=2).error_code == (
+            ErrorCode.invalid_required_acks
+        )
+        assert _produce(broker, "t", batch([Record(b"quiet")]), acks=0) is None
+        log = manager.get_log("t", 0)
+        assert [r.value for r in log.read_records(0)] == [b"v1", b"v2", b"v3", b"quiet"]
+
+
+def test_idempotent_retries_are_answered_with_the_original_offsets(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        pid = broker.context.producer_ids.generate()
+        first = batch(
+            [Record(b"a"), Record(b"b")], producer_id=pid, producer_epoch=0, base_sequence=0
+        )
+        assert _produce(broker, "t", first).base_offset == 0
+        retry = _produce(broker, "t", first)
+        assert retry.error_code == ErrorCode.none and retry.base_offset == 0
+        gap = batch([Record(b"c")], producer_id=pid, producer_epoch=0, base_sequence=5)
+        assert _produce(broker, "t", gap).error_code == ErrorCode.out_of_order_sequence_number
+        assert manager.get_log("t", 0).log_end_offset == 2
+
+
+# --- fetch and list offsets ----------------------------------------------------------------------
+
+
+def _fetch(broker, version: int = 12, final: bool = False, **kw):  # type: ignore[no-untyped-def]
+    request = as_request(1, version, fetch_body(version, "t", 0, **kw))
+    result = broker.fetch(request, final=final)
+    body = decode_response(
+        1, version, encode_response(request, result.body), header_v1=version >= 12
+    )
+    return result, body.responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12])
+def test_fetch_sends_the_segment_bytes_as_they_are(tmp_path: Path, version: int) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        log.append([Record(b"a"), Record(b"b")])
+        log.append([Record(b"c")])
+        result, part = _fetch(broker, version, offset=1)
+        assert result.satisfied and part.error_code == ErrorCode.none
+        assert part.high_watermark == 3
+        on_disk = (log.directory / "00000000000000000000.log").read_bytes()
+        assert bytes(part.records) == on_disk  # the batch holding offset 1, whole, then the next
+        _, small = _fetch(broker, version, offset=0, max_bytes=10)
+        assert len(small.records) > 10  # KIP-74: the first batch is sent whole
+
+
+def test_fetch_errors_and_waiting(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        manager.get_log("t", 0).append([Record(b"a")])
+        _, out_of_range = _fetch(broker, offset=5)
+        assert out_of_range.error_code == ErrorCode.offset_out_of_range
+        waiting, empty = _fetch(broker, offset=1, min_bytes=1, max_wait_ms=500)
+        assert not waiting.satisfied and waiting.max_wait_ms == 500 and not empty.records
+        done, _ = _fetch(broker, offset=1, min_bytes=1, max_wait_ms=500, final=True)
+        assert done.satisfied
+        enough, _ = _fetch(broker, offset=0, min_bytes=1, max_wait_ms=500)
+        assert enough.satisfied
+
+
+def test_read_committed_fetch_stops_at_the_last_stable_offset(tmp_path: Path) -> None:
+    from kafkalog import ProducerFields
+
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        log = manager.get_log("t", 0)
+        log.append([Record(b"plain")])
+        txn = ProducerFields(
+            producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+        )
+        log.append([Record(b"in-txn")], producer=txn)
+        _, open_txn = _fetch(broker, offset=0, isolation=1)
+        assert open_txn.last_stable_offset == 1 and open_txn.high_watermark == 2
+        log.append_end_txn_marker(7, 0, "ABORT")
+        _, done = _fetch(broker, offset=0, isolation=1)
+        assert [(a.producer_id, a.first_offset) for a in done.aborted_transactions] == [(7, 1)]
+        _, uncommitted = _fetch(broker, offset=0, isolation=0)
+        assert uncommitted.aborted_transactions is None
+
+
+def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        manager.get_log("t", 0).append([Record(b"a", timestamp=1000), Record(b"b", timestamp=2000)])
+        mod = request_module(2, 7)
+
+        def ask(ts: int) -> tuple[int, int, int]:
+            body = make(
+                mod,
+                "ListOffsetsRequest",
+                replica_id=-1,
+                isolation_level=0,
+                topics=(
+                    make(
+                        mod,
+                        "ListOffsetsTopic",
+                        name="t",
+                        partitions=(
+                            make(mod, "ListOffsetsPartition", partition_index=0, timestamp=ts),
+                        ),
+                    ),
+                ),
+            )
+            request = as_request(2, 7, body)
+            (p,) = (
+                decode_response(
+                    2, 7, encode_response(request, broker.handle(request)), header_v1=True
+                )
+                .topics[0]
+                .partitions
+            )
+            return p.error_code, p.offset, p.timestamp
+
+        assert ask(-2) == (ErrorCode.none, 0, -1)
+        assert ask(-1) == (ErrorCode.none, 2, -1)
+        assert ask(1500) == (ErrorCode.none, 1, 2000)
+        assert ask(-3) == (ErrorCode.none, 1, 2000)
+        assert ask(9999) == (ErrorCode.none, -1, -1)
+
+
+def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path, **{"log.retention.hours": "48"})
+    with manager:
+        manager.create_topic("t", 1, {"cleanup.policy": "compact"})
+        mod = request_module(32, 4)
+        body = make(
+            mod,
+            "DescribeConfigsRequest",
+            include_synonyms=True,
+            include_documentation=False,
+            resources=(
+                make(
+                    mod,
+                    "DescribeConfigsResource",
+                    resource_type=2,
+                    resource_name="t",
+                    configuration_keys=None,
+                ),
+            ),
+        )
+        request = as_request(32, 4, body)
+        (result,) = decode_response(
+            32, 4, encode_response(request, broker.handle(request)), header_v1=True
+        ).results
+        configs = {c.name: c for c in result.configs}
+        assert (configs["cleanup.policy"].value, configs["cleanup.policy"].config_source) == (
+            "compact",
+            1,
+        )
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
+            "172800000",
+            4,
+        )
+        assert configs["retention.ms"].synonyms[0].name == "log.retention.hours"
+        assert configs["segment.bytes"].config_source == 5
+
+
+# --- producer ids --------------------------------------------------------------------------------
+
+
+def test_producer_ids_never_repeat_across_restarts(tmp_path: Path) -> None:
+    first = ProducerIdManager([tmp_path])
+    a = [first.generate() for _ in range(3)]
+    assert a == [0, 1, 2]
+    second = ProducerIdManager([tmp_path])  # as after a kill -9: the rest of the block is skipped
+    assert second.generate() == BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{2 * BLOCK_SIZE}\n"
+
+
+def test_a_damaged_producer_id_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_text("0\nbanana\n")
+    with pytest.raises(CorruptCheckpointError, match="damaged"):
+        ProducerIdManager([tmp_path])
+
+
+def test_produce_takes_exactly_one_magic_2_batch_per_partition(tmp_path: Path) -> None:
+    """Kafka's ProduceRequest.validateRecords, per partition."""
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        two = batch([Record(b"a")]) + batch([Record(b"b")])
+        assert _produce(broker, "t", two).error_code == ErrorCode.invalid_record
+        legacy = batch([Record(b"old", timestamp=5)], magic=1)
+        assert _produce(broker, "t", legacy).error_code == ErrorCode.invalid_record
+        assert _produce(broker, "t", b"").error_code == ErrorCode.invalid_record
+        zstd = batch([Record(b"z")], compression="zstd")
+        assert _produce(broker, "t", zstd, version=6).error_code == (
+            ErrorCode.unsupported_compression_type
+        )
+        assert _produce(broker, "t", zstd, version=7).error_code == ErrorCode.none
+        assert manager.get_log("t", 0).log_end_offset == 1
