@@ -99,7 +99,8 @@ def test_server_properties_with_kafkas_precedence(
     assert defaults.overrides == {}  # broker defaults are no topic's overrides
     assert server.manager.num_recovery_threads_per_data_dir == 2
     assert server.manager.cleaner.num_threads == 2
-    assert "process.roles" in server.unused and "listeners" in server.unused
+    assert "process.roles" in server.unused and "num.network.threads" in server.unused
+    assert "listeners" not in server.unused  # kafkalog serve takes its PLAINTEXT listener
     assert "supplied but are not used" in caplog.text
     with LogManager.from_server_config(server, ManualClock(0)) as manager:
         manager.create_topic("t", config={"retention.ms": "1000"})  # num.partitions: 3

@@ -429,3 +429,31 @@ def test_produce_takes_exactly_one_magic_2_batch_per_partition(tmp_path: Path) -
         )
         assert _produce(broker, "t", zstd, version=7).error_code == ErrorCode.none
         assert manager.get_log("t", 0).log_end_offset == 1
+
+
+def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> None:
+    """Kafka's sample KRaft file lists a CONTROLLER listener too; kafkalog runs no controller
+    and serves the broker listener. SSL and SASL listeners are refused, naming the protocol."""
+    from kafkalog.errors import InvalidConfigError
+    from kafkalog.manager.server_config import ServerConfig
+    from kafkalog.server.context import BrokerSettings
+
+    def settings(**props: str) -> BrokerSettings:
+        return BrokerSettings.from_server_config(
+            ServerConfig.from_properties({"log.dirs": str(tmp_path), **props})
+        )
+
+    kraft = settings(listeners="PLAINTEXT://:9092,CONTROLLER://:9093")
+    assert (kraft.listener.host, kraft.listener.port) == ("", 9092)
+    mapped = settings(
+        listeners="CLIENTS://127.0.0.1:9094,CTRL://:9093",
+        **{
+            "controller.listener.names": "CTRL",
+            "listener.security.protocol.map": "CLIENTS:PLAINTEXT,CTRL:PLAINTEXT",
+        },
+    )
+    assert (mapped.listener.host, mapped.listener.port) == ("127.0.0.1", 9094)
+    with pytest.raises(InvalidConfigError, match="PLAINTEXT listeners only, not 'SASL_SSL'"):
+        settings(listeners="SASL_SSL://:9092")
+    with pytest.raises(InvalidConfigError, match="one broker listener"):
+        settings(listeners="PLAINTEXT://:9092,OTHER://:9094")

@@ -109,6 +109,14 @@ class BrokerKeys:
         "listeners", Type.LIST, ("PLAINTEXT://127.0.0.1:9092",),
         "Where kafkalog serve listens: PLAINTEXT://host:port (port 0: any free port).",
     )  # fmt: skip
+    controller_listener_names: tuple[str, ...] = define(
+        "controller.listener.names", Type.LIST, (),
+        "Listeners kafkalog serve skips (KRaft controllers'); CONTROLLER when empty.",
+    )  # fmt: skip
+    listener_security_protocol_map: tuple[str, ...] = define(
+        "listener.security.protocol.map", Type.LIST, (),
+        "NAME:PROTOCOL pairs; a listener named as a protocol needs none.",
+    )  # fmt: skip
     advertised_listeners: tuple[str, ...] = define(
         "advertised.listeners", Type.LIST, (),
         "What Metadata tells clients to connect to; the listeners when empty.",
@@ -121,6 +129,24 @@ class BrokerKeys:
         "queued.max.requests", Type.INT, 500,
         "Requests read ahead of their responses on one connection before reading pauses.",
         at_least(1),
+    )  # fmt: skip
+    offsets_topic_num_partitions: int = define(
+        "offsets.topic.num.partitions", Type.INT, 50,
+        "Partitions of __consumer_offsets (fixed once the topic exists).", at_least(1),
+    )  # fmt: skip
+    group_initial_rebalance_delay_ms: int = define(
+        "group.initial.rebalance.delay.ms", Type.INT, 3000,
+        "How long an empty group's first rebalance waits for more members.", at_least(0),
+    )  # fmt: skip
+    group_min_session_timeout_ms: int = define(
+        "group.min.session.timeout.ms", Type.INT, 6000, "The shortest session timeout allowed.",
+    )  # fmt: skip
+    group_max_session_timeout_ms: int = define(
+        "group.max.session.timeout.ms", Type.INT, 1800000, "The longest session timeout allowed.",
+    )  # fmt: skip
+    offset_metadata_max_bytes: int = define(
+        "offset.metadata.max.bytes", Type.INT, 4096,
+        "The longest metadata string of a committed offset.", at_least(0),
     )  # fmt: skip
     num_io_threads: int = define(
         "num.io.threads", Type.INT, 8, "Threads that run storage work for kafkalog serve.",

@@ -25,6 +25,7 @@ from kafkalog.server.fetch import (
     handle_fetch,
     handle_list_offsets,
 )
+from kafkalog.server.group_coordinator import GROUP_VERSIONS
 from kafkalog.server.metadata import (
     CREATE_TOPICS,
     DELETE_TOPICS,
@@ -59,6 +60,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
+    **GROUP_VERSIONS,  # served by the group coordinator on the event loop
 }
 
 
@@ -101,7 +103,9 @@ HANDLERS: dict[int, Handler] = {
     INIT_PRODUCER_ID: handle_init_producer_id,
     DESCRIBE_CONFIGS: handle_describe_configs,
 }
-assert set(HANDLERS) | {FETCH} == set(SUPPORTED_VERSIONS), "every served API has a handler"
+assert set(HANDLERS) | {FETCH} | set(GROUP_VERSIONS) == set(SUPPORTED_VERSIONS), (
+    "every served API has a handler"
+)
 
 
 class Broker:

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.manager.server_config import ServerConfig
@@ -36,20 +35,24 @@ class Listener:
     port: int
 
     @classmethod
-    def parse(cls, key: str, text: str) -> Listener:
-        parts = urlsplit(text)
-        protocol = parts.scheme.upper()
+    def parse(cls, key: str, text: str, protocols: Mapping[str, str] | None = None) -> Listener:
+        """``NAME://host:port``; the name's security protocol comes from
+        ``listener.security.protocol.map`` (a name that is a protocol maps to itself)."""
+        name, sep, address = text.partition("://")
+        name = name.strip().upper()
+        protocol = (protocols or {}).get(name, name)
+        if not sep or not name:
+            raise InvalidConfigError(key, f"{text!r} is not NAME://host:port")
         if protocol != "PLAINTEXT":
             raise InvalidConfigError(
-                key, f"{text!r}: kafkalog serve has PLAINTEXT listeners only, not {protocol!r}"
+                key,
+                f"{text!r}: kafkalog serve has PLAINTEXT listeners only, not {protocol!r} "
+                "(SSL and SASL are not served yet)",
             )
-        try:
-            port = parts.port
-        except ValueError as err:
-            raise InvalidConfigError(key, f"{text!r} has no valid port") from err
-        if port is None:
-            raise InvalidConfigError(key, f"{text!r} has no port (PLAINTEXT://host:port)")
-        return cls(protocol, parts.hostname or "", port)
+        host, colon, port = address.rpartition(":")
+        if not colon or not port.isdigit() or int(port) > 65535:
+            raise InvalidConfigError(key, f"{text!r} has no valid port (PLAINTEXT://host:port)")
+        return cls(protocol, host.strip("[]"), int(port))
 
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -69,26 +72,39 @@ class BrokerSettings:
     max_request_bytes: int
     queued_max_requests: int
     io_threads: int
+    offsets_partitions: int
+    initial_rebalance_delay_ms: int
+    min_session_timeout_ms: int
+    max_session_timeout_ms: int
+    offset_metadata_max_bytes: int
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
         b = config.broker
-        if len(b.listeners) != 1:
+        protocols = dict(
+            item.split(":", 1) for item in b.listener_security_protocol_map if ":" in item
+        )
+        controller = set(b.controller_listener_names) or {"CONTROLLER"}
+        served = [
+            text for text in b.listeners if text.partition("://")[0].upper() not in controller
+        ]  # a controller listener is for KRaft controllers, which kafkalog does not run
+        if len(served) != 1:
             raise InvalidConfigError(
-                "listeners", f"kafkalog serve takes one listener, not {list(b.listeners)}"
+                "listeners", f"kafkalog serve takes one broker listener, not {list(served)}"
             )
         if len(b.advertised_listeners) > 1:
             raise InvalidConfigError(
                 "advertised.listeners", f"one listener, not {list(b.advertised_listeners)}"
             )
         advertised = (
-            Listener.parse("advertised.listeners", b.advertised_listeners[0])
+            Listener.parse("advertised.listeners", b.advertised_listeners[0], protocols)
             if b.advertised_listeners
             else None
         )
+        listener = Listener.parse("listeners", served[0], protocols)
         return cls(
             node_id=b.node_id,
-            listener=Listener.parse("listeners", b.listeners[0]),
+            listener=listener,
             advertised=advertised,
             auto_create_topics=b.auto_create_topics_enable,
             num_partitions=b.num_partitions,
@@ -96,6 +112,11 @@ class BrokerSettings:
             max_request_bytes=b.socket_request_max_bytes,
             queued_max_requests=b.queued_max_requests,
             io_threads=b.num_io_threads,
+            offsets_partitions=b.offsets_topic_num_partitions,
+            initial_rebalance_delay_ms=b.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms=b.group_min_session_timeout_ms,
+            max_session_timeout_ms=b.group_max_session_timeout_ms,
+            offset_metadata_max_bytes=b.offset_metadata_max_bytes,
         )
 
 

@@ -32,6 +32,7 @@ from kafkalog.types import uuid_bytes, validate_topic_name
 logger = logging.getLogger("kafkalog.server")
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
@@ -47,7 +48,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> A
         error_code=ErrorCode.none,
         name=topic,
         topic_id=topic_uuid(ctx, topic),
-        is_internal=topic.startswith("__"),
+        is_internal=topic in INTERNAL_TOPICS,
         partitions=tuple(
             make(
                 mod,

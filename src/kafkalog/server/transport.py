@@ -21,6 +21,7 @@ from typing import Any
 from kafkalog.errors import InvalidConfigError
 from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch import FETCH, FetchResult
+from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.wire import (
     FrameReader,
     InvalidRequestError,
@@ -66,6 +67,7 @@ class Transport:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._signal: AppendSignal | None = None
+        self.groups = GroupCoordinator(broker.context, self._run)
         self.port = 0
 
     async def start(self) -> None:
@@ -73,11 +75,13 @@ class Transport:
         self._signal = AppendSignal(loop)
         self.broker.context.on_append = self._signal.notify
         listener = self.broker.context.settings.listener
+        await self.groups.start()
         try:
             self._server = await asyncio.start_server(
                 self._accept, listener.host or None, listener.port, reuse_address=True
             )
         except OSError as err:
+            await self.groups.stop()
             self._pool.shutdown(wait=False)
             raise InvalidConfigError(
                 "listeners", f"cannot listen on {listener.url()}: {err.strerror or err}"
@@ -91,6 +95,7 @@ class Transport:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.groups.stop()
         self._pool.shutdown(wait=True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -153,6 +158,8 @@ class Transport:
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
         if request.api_key == FETCH:
             return await self._fetch(request)
+        if self.groups.handles(request.api_key):
+            return encode_response(request, await self.groups.handle(request))
         response: bytes | None = await self._run(self._handle, request)
         return response
 

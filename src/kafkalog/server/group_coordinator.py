@@ -1,0 +1,278 @@
+"""The group coordinator's APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and DeleteGroups (classic protocol).
+
+Why: consumers that ``subscribe()`` (and every tool that names a ``--group``) need a
+coordinator: membership and rebalances live in ``group.Group``; this module parses each
+request version, applies Kafka's checks (session timeout bounds, metadata size, unknown
+partitions), makes committed offsets durable in ``__consumer_offsets`` before it answers, and
+loads them back at start-up. It runs on the event loop; appends go to worker threads.
+
+Refuses: transaction coordinator keys (FindCoordinator key type 1: COORDINATOR_NOT_AVAILABLE
+until the transaction coordinator exists) and KIP-848 member epochs (OffsetCommit v9+ is not
+served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.server import group_offsets
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.group import Group, JoinRequest
+from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets
+from kafkalog.server.wire import Request, make, payload_module
+
+logger = logging.getLogger("kafkalog.server")
+
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+OFFSET_COMMIT, OFFSET_FETCH = group_offsets.OFFSET_COMMIT, group_offsets.OFFSET_FETCH
+DESCRIBE_GROUPS, LIST_GROUPS = group_offsets.DESCRIBE_GROUPS, group_offsets.LIST_GROUPS
+DELETE_GROUPS = group_offsets.DELETE_GROUPS
+GROUP_VERSIONS: dict[int, tuple[int, int]] = {
+    FIND_COORDINATOR: (0, 4),
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 8),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    DELETE_GROUPS: (0, 2),
+}
+SESSION_CHECK_SECONDS = 0.5
+
+RunInWorker = Callable[..., Awaitable[Any]]
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+class GroupCoordinator:
+    """Every group of this broker. Lives on the event loop; ``start`` loads the committed
+    offsets and starts the session-expiry check."""
+
+    def __init__(self, ctx: BrokerContext, run: RunInWorker) -> None:
+        self.ctx = ctx
+        self.run = run
+        self.groups: dict[str, Group] = {}
+        self.commit_lock = asyncio.Lock()
+        self._expiry: asyncio.Task[None] | None = None
+        self._handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
+            FIND_COORDINATOR: self.find_coordinator,
+            OFFSET_COMMIT: lambda r: group_offsets.offset_commit(self, r),
+            OFFSET_FETCH: lambda r: group_offsets.offset_fetch(self, r),
+            JOIN_GROUP: self.join_group,
+            HEARTBEAT: self.heartbeat,
+            LEAVE_GROUP: self.leave_group,
+            SYNC_GROUP: self.sync_group,
+            DESCRIBE_GROUPS: lambda r: group_offsets.describe_groups(self, r),
+            LIST_GROUPS: lambda r: group_offsets.list_groups(self, r),
+            DELETE_GROUPS: lambda r: group_offsets.delete_groups(self, r),
+        }
+
+    async def start(self) -> None:
+        logs = [log for tp, log in self.ctx.manager.logs().items() if tp.topic == OFFSETS_TOPIC]
+        loaded = await self.run(load_offsets, logs)
+        for group_id, offsets in loaded.items():
+            self.group(group_id).offsets.update(offsets)
+        if loaded:
+            logger.info("loaded the committed offsets of %d groups", len(loaded))
+        self._expiry = asyncio.create_task(self._expire_sessions())
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(SESSION_CHECK_SECONDS)
+            for group in list(self.groups.values()):
+                for member_id in group.expire_sessions():
+                    logger.info("member %s of group %s timed out", member_id, group.group_id)
+
+    def handles(self, api_key: int) -> bool:
+        return api_key in self._handlers
+
+    async def handle(self, request: Request) -> Any:
+        return await self._handlers[request.api_key](request)
+
+    def group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            loop = asyncio.get_running_loop()
+            group = Group(group_id, loop.time, self.ctx.settings.initial_rebalance_delay_ms)
+            self.groups[group_id] = group
+        return group
+
+    # --- coordinator discovery and membership ---------------------------------------------------
+
+    async def find_coordinator(self, request: Request) -> Any:
+        body, version = request.body, request.api_version
+        mod = payload_module(FIND_COORDINATOR, version, True)
+        node, where = self.ctx.settings.node_id, self.ctx.advertised
+        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+        code = (
+            ErrorCode.none
+            if getattr(body, "key_type", 0) == 0
+            else (ErrorCode.coordinator_not_available)
+        )
+        message = None if code is ErrorCode.none else "no transaction coordinator yet"
+        if version >= 4:
+            return make(
+                mod,
+                "FindCoordinatorResponse",
+                throttle_time=NO_THROTTLE,
+                coordinators=tuple(
+                    make(
+                        mod,
+                        "Coordinator",
+                        key=k,
+                        node_id=node,
+                        host=where.host,
+                        port=where.port,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for k in keys
+                ),
+            )
+        return make(
+            mod,
+            "FindCoordinatorResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            error_message=message,
+            node_id=node,
+            host=where.host,
+            port=where.port,
+        )
+
+    async def join_group(self, request: Request) -> Any:
+        body, version = request.body, request.api_version
+        mod = payload_module(JOIN_GROUP, version, True)
+        session = _ms(body.session_timeout)
+        rebalance = _ms(body.rebalance_timeout) if version >= 1 else session
+        settings = self.ctx.settings
+        if not body.group_id:
+            result_error: ErrorCode | None = ErrorCode.invalid_group_id
+        elif not settings.min_session_timeout_ms <= session <= settings.max_session_timeout_ms:
+            result_error = ErrorCode.invalid_session_timeout
+        else:
+            result_error = None
+        if result_error is not None:
+            return make(
+                mod,
+                "JoinGroupResponse",
+                throttle_time=NO_THROTTLE,
+                error_code=result_error,
+                generation_id=-1,
+                protocol_type=None,
+                protocol_name=None,
+                leader="",
+                member_id=body.member_id,
+                members=(),
+            )
+        result = await self.group(body.group_id).join(
+            JoinRequest(
+                member_id=body.member_id,
+                group_instance_id=getattr(body, "group_instance_id", None),
+                client_id=request.client_id or "",
+                client_host="/127.0.0.1",
+                session_timeout_ms=session,
+                rebalance_timeout_ms=rebalance,
+                protocol_type=body.protocol_type,
+                protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+                require_known_member_id=version >= 4,
+            )
+        )
+        return make(
+            mod,
+            "JoinGroupResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            generation_id=result.generation,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+            leader=result.leader,
+            skip_assignment=False,
+            member_id=result.member_id,
+            members=tuple(
+                make(mod, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md)
+                for m, i, md in result.members
+            ),
+        )
+
+    async def sync_group(self, request: Request) -> Any:
+        body, version = request.body, request.api_version
+        mod = payload_module(SYNC_GROUP, version, True)
+        group = self.groups.get(body.group_id)
+        if group is None:
+            return make(
+                mod,
+                "SyncGroupResponse",
+                throttle_time=NO_THROTTLE,
+                error_code=ErrorCode.unknown_member_id,
+                assignment=b"",
+            )
+        result = await group.sync(
+            body.member_id,
+            body.generation_id,
+            getattr(body, "group_instance_id", None),
+            {a.member_id: bytes(a.assignment) for a in body.assignments},
+        )
+        return make(
+            mod,
+            "SyncGroupResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+
+    async def heartbeat(self, request: Request) -> Any:
+        body = request.body
+        mod = payload_module(HEARTBEAT, request.api_version, True)
+        group = self.groups.get(body.group_id)
+        code = (
+            ErrorCode.unknown_member_id
+            if group is None
+            else group.heartbeat(
+                body.member_id, body.generation_id, getattr(body, "group_instance_id", None)
+            )
+        )
+        return make(mod, "HeartbeatResponse", throttle_time=NO_THROTTLE, error_code=code)
+
+    async def leave_group(self, request: Request) -> Any:
+        body, version = request.body, request.api_version
+        mod = payload_module(LEAVE_GROUP, version, True)
+        leaving = (
+            [(m.member_id, m.group_instance_id) for m in body.members]
+            if version >= 3
+            else [(body.member_id, None)]
+        )
+        group = self.groups.get(body.group_id)
+        codes = [
+            ErrorCode.unknown_member_id if group is None else group.leave(m, i) for m, i in leaving
+        ]
+        top = codes[0] if version < 3 and codes else ErrorCode.none
+        return make(
+            mod,
+            "LeaveGroupResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=top,
+            members=tuple(
+                make(mod, "MemberResponse", member_id=m, group_instance_id=i, error_code=c)
+                for (m, i), c in zip(leaving, codes, strict=True)
+            )
+            if version >= 3
+            else (),
+        )

@@ -1,0 +1,270 @@
+"""The group coordinator's offset and administration APIs: OffsetCommit, OffsetFetch,
+DescribeGroups, ListGroups, DeleteGroups.
+
+Why: a commit is acknowledged only once its records are in ``__consumer_offsets`` (created on
+first use, as Kafka does, with ``offsets.topic.num.partitions`` partitions), so a restart finds
+every offset it acknowledged. Fetching and describing read the coordinator's memory.
+Refuses: commits that break Kafka's rules (a member of another generation, a group completing
+a rebalance, metadata over ``offset.metadata.max.bytes``, a partition that does not exist),
+each with Kafka's per-partition code, and deleting a group that still has members.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.records import Record
+from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from kafkalog.server.group import Group, GroupState
+from kafkalog.server.offsets_topic import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    OffsetAndMetadata,
+    offset_commit_key,
+    offset_commit_value,
+    partition_for,
+)
+from kafkalog.server.wire import Request, make, payload_module
+
+if TYPE_CHECKING:
+    from kafkalog.server.group_coordinator import GroupCoordinator
+
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 15, 16, 42
+
+
+def _append_offsets(
+    coord: GroupCoordinator, group_id: str, rows: list[tuple[bytes, bytes | None]]
+) -> None:
+    """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition."""
+    manager, settings = coord.ctx.manager, coord.ctx.settings
+    if OFFSETS_TOPIC not in manager.topics():
+        with contextlib.suppress(TopicExistsError):  # another commit created it meanwhile
+            manager.create_topic(OFFSETS_TOPIC, settings.offsets_partitions, OFFSETS_TOPIC_CONFIG)
+    partitions = manager.topics()[OFFSETS_TOPIC]
+    log = manager.get_log(OFFSETS_TOPIC, partition_for(group_id, partitions))
+    log.append([Record(value, key) for key, value in rows])
+
+
+async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(OFFSET_COMMIT, version, True)
+    group_id = body.group_id
+    group = coord.groups.get(group_id)
+    generation = body.generation_id_or_member_epoch
+    instance = getattr(body, "group_instance_id", None)
+    error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
+    if error is None and group is not None:
+        error = group.commit_error(body.member_id, generation, instance)
+    elif error is None and (generation >= 0 or body.member_id):
+        error = ErrorCode.unknown_member_id  # a member of a group the coordinator does not know
+    known = coord.ctx.manager.topics()
+    now = int(time.time() * 1000)
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    rows: list[tuple[bytes, bytes | None]] = []
+    commits: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if error is not None:
+                codes[tp] = error
+            elif not 0 <= p.partition_index < known.get(topic.name, 0):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > coord.ctx.settings.offset_metadata_max_bytes:
+                codes[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                value = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
+                )
+                commits[tp] = value
+                rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
+                codes[tp] = ErrorCode.none
+    if rows:
+        async with coord.commit_lock:
+            try:
+                await coord.run(_append_offsets, coord, group_id, rows)
+            except KafkaLogError:
+                for tp in commits:
+                    codes[tp] = ErrorCode.coordinator_not_available
+                commits = {}
+            coord.group(group_id).offsets.update(commits)
+    return make(
+        mod,
+        "OffsetCommitResponse",
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                mod,
+                "OffsetCommitResponseTopic",
+                name=topic.name,
+                partitions=tuple(
+                    make(
+                        mod,
+                        "OffsetCommitResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=codes[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in body.topics
+        ),
+    )
+
+
+def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, v8: bool) -> Any:
+    group = coord.groups.get(group_id)
+    offsets = group.offsets if group is not None else {}
+    if topics is None:
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in sorted(offsets):
+            wanted.setdefault(topic, []).append(partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in topics}
+    names = (
+        ("OffsetFetchResponseTopics", "OffsetFetchResponsePartitions")
+        if v8
+        else ("OffsetFetchResponseTopic", "OffsetFetchResponsePartition")
+    )
+
+    def entry(topic: str, index: int) -> Any:
+        found = offsets.get((topic, index))
+        return make(
+            mod,
+            names[1],
+            partition_index=index,
+            committed_offset=found.offset if found else -1,
+            committed_leader_epoch=found.leader_epoch if found else -1,
+            metadata=found.metadata if found else "",
+            error_code=ErrorCode.none,
+        )
+
+    return tuple(
+        make(mod, names[0], name=t, partitions=tuple(entry(t, i) for i in parts))
+        for t, parts in wanted.items()
+    )
+
+
+async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(OFFSET_FETCH, version, True)
+    if version >= 8:
+        groups = tuple(
+            make(
+                mod,
+                "OffsetFetchResponseGroup",
+                group_id=g.group_id,
+                error_code=ErrorCode.none,
+                topics=_fetch_group(coord, mod, g.group_id, g.topics, True),
+            )
+            for g in body.groups
+        )
+        return make(mod, "OffsetFetchResponse", throttle_time=NO_THROTTLE, groups=groups)
+    topics = _fetch_group(coord, mod, body.group_id, body.topics, False)
+    return make(
+        mod,
+        "OffsetFetchResponse",
+        throttle_time=NO_THROTTLE,
+        topics=topics,
+        error_code=ErrorCode.none,
+    )
+
+
+async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
+    mod = payload_module(DESCRIBE_GROUPS, request.api_version, True)
+
+    def described(group_id: str) -> Any:
+        group = coord.groups.get(group_id)
+        if group is None:
+            return make(
+                mod,
+                "DescribedGroup",
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=GroupState.DEAD.value,
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        stable = group.state is GroupState.STABLE
+        protocol = group.protocol_name or ""
+        members = tuple(
+            make(
+                mod,
+                "DescribedGroupMember",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.join.client_id,
+                client_host=m.join.client_host,
+                member_metadata=m.metadata(protocol) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return make(
+            mod,
+            "DescribedGroup",
+            error_code=ErrorCode.none,
+            group_id=group_id,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=protocol if stable else "",
+            members=members,
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    groups = tuple(described(g) for g in request.body.groups)
+    return make(mod, "DescribeGroupsResponse", throttle_time=NO_THROTTLE, groups=groups)
+
+
+async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
+    mod = payload_module(LIST_GROUPS, request.api_version, True)
+    states = {s.lower() for s in getattr(request.body, "states_filter", ())}
+    listed = [
+        make(
+            mod,
+            "ListedGroup",
+            group_id=g.group_id,
+            protocol_type=g.protocol_type or "",
+            group_state=g.state.value,
+            group_type="classic",
+        )
+        for g in coord.groups.values()
+        if not states or g.state.value.lower() in states
+    ]
+    return make(
+        mod,
+        "ListGroupsResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        groups=tuple(listed),
+    )
+
+
+async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
+    mod = payload_module(DELETE_GROUPS, request.api_version, True)
+    results = []
+    for group_id in request.body.groups_names:
+        group: Group | None = coord.groups.get(group_id)
+        if group is None:
+            code = ErrorCode.group_id_not_found
+        elif group.members:
+            code = ErrorCode.non_empty_group
+        else:
+            code = ErrorCode.none
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (offset_commit_key(group_id, *tp), None) for tp in group.offsets
+            ]
+            async with coord.commit_lock:
+                if tombstones:
+                    await coord.run(_append_offsets, coord, group_id, tombstones)
+                group.state = GroupState.DEAD
+                del coord.groups[group_id]
+        results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
+    return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))

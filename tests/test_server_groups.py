@@ -1,0 +1,335 @@
+"""Consumer groups on ``kafkalog serve``: the classic group state machine on its own, the
+``__consumer_offsets`` records (checked with Kafka's own DumpLogSegments), and groups of
+kafka-python, librdkafka and Kafka's Java tools joining, rebalancing, committing and resuming
+after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.errors import KafkaError
+from kio.schema.errors import ErrorCode
+
+from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, TOOL_LOG, classpath, dump_log_segments_class
+from kafkalog import LogManager
+from kafkalog.records.coordinator import decode
+from kafkalog.server import serve
+from kafkalog.server.group import Group, GroupState, JoinRequest
+from kafkalog.server.offsets_topic import (
+    OffsetAndMetadata,
+    java_string_hash,
+    offset_commit_key,
+    offset_commit_value,
+    partition_for,
+)
+
+pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
+
+
+# --- the state machine ---------------------------------------------------------------------------
+
+
+def _req(member_id: str = "", instance: str | None = None, protocols=None) -> JoinRequest:  # type: ignore[no-untyped-def]
+    return JoinRequest(
+        member_id=member_id,
+        group_instance_id=instance,
+        client_id="c",
+        client_host="/127.0.0.1",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=300,
+        protocol_type="consumer",
+        protocols=protocols or [("range", b"r"), ("roundrobin", b"rr")],
+        require_known_member_id=True,
+    )
+
+
+def _group() -> Group:
+    return Group("g", asyncio.get_running_loop().time, 0)
+
+
+def test_two_members_join_sync_and_rebalance_when_one_leaves() -> None:
+    async def scenario() -> None:
+        group = _group()
+        first = await group.join(_req())
+        assert first.error == ErrorCode.member_id_required  # KIP-394
+        a = await group.join(_req(first.member_id))
+        assert a.error == ErrorCode.none and a.leader == a.member_id and a.generation == 1
+        assert [m[0] for m in a.members] == [a.member_id] and a.protocol_name == "range"
+        # a second member: the leader must rejoin before the rebalance completes
+        b_id = (await group.join(_req())).member_id
+        b_join = group.join(_req(b_id))
+        await asyncio.sleep(0)
+        assert group.state is GroupState.PREPARING_REBALANCE and not b_join.done()
+        assert group.heartbeat(a.member_id, 1, None) == ErrorCode.rebalance_in_progress
+        a2 = await group.join(_req(a.member_id))
+        b = await b_join
+        assert a2.generation == b.generation == 2
+        assert len(a2.members) == 2 and b.members == ()  # only the leader sees subscriptions
+        b_sync = group.sync(b.member_id, 2, None, {})
+        await asyncio.sleep(0)
+        assert not b_sync.done()  # a follower waits for the leader's assignment
+        a_sync = await group.sync(a.member_id, 2, None, {a.member_id: b"A", b.member_id: b"B"})
+        assert a_sync.assignment == b"A" and (await b_sync).assignment == b"B"
+        assert group.state is GroupState.STABLE
+        assert group.heartbeat(b.member_id, 1, None) == ErrorCode.illegal_generation
+        assert group.heartbeat("nobody", 2, None) == ErrorCode.unknown_member_id
+        assert group.commit_error(b.member_id, 2, None) is None
+        assert group.leave(b.member_id, None) == ErrorCode.none
+        assert group.state is GroupState.PREPARING_REBALANCE
+        assert (await group.join(_req(a.member_id))).generation == 3
+        assert group.commit_error(a.member_id, 3, None) == ErrorCode.rebalance_in_progress
+        assert group.leave(a.member_id, None) == ErrorCode.none
+        assert group.state is GroupState.EMPTY
+        assert group.commit_error("", -1, None) is None  # a standalone (assign()) commit
+
+    asyncio.run(scenario())
+
+
+def test_a_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout() -> None:
+    async def scenario() -> None:
+        group = _group()
+        a = await group.join(_req((await group.join(_req())).member_id))
+        b_id = (await group.join(_req())).member_id
+        b = await group.join(_req(b_id))  # a never rejoins: after 300 ms it is out
+        assert b.error == ErrorCode.none and [m[0] for m in b.members] == [b_id]
+        assert a.member_id not in group.members and b.leader == b_id
+
+    asyncio.run(scenario())
+
+
+def test_silent_members_expire_and_static_members_fence_their_old_incarnation() -> None:
+    async def scenario() -> None:
+        group = _group()
+        old = await group.join(_req(instance="i-1"))  # static members skip MEMBER_ID_REQUIRED
+        assert old.error == ErrorCode.none
+        new = await group.join(_req(instance="i-1"))
+        assert new.member_id != old.member_id and list(group.members) == [new.member_id]
+        assert group.heartbeat(old.member_id, new.generation, "i-1") == ErrorCode.unknown_member_id
+        assert (await group.join(_req(old.member_id, "i-1"))).error in (
+            ErrorCode.unknown_member_id,
+            ErrorCode.fenced_instance_id,
+        )
+        member = group.members[new.member_id]
+        member.join = dataclasses.replace(member.join, session_timeout_ms=1)
+        await asyncio.sleep(0.01)
+        assert group.expire_sessions() == [new.member_id]
+        assert group.state is GroupState.EMPTY
+
+    asyncio.run(scenario())
+
+
+def test_joins_that_cannot_share_a_protocol_are_refused() -> None:
+    async def scenario() -> None:
+        group = _group()
+        await group.join(_req((await group.join(_req())).member_id))
+        other = await group.join(_req(protocols=[("sticky", b"s")]))
+        assert other.error == ErrorCode.inconsistent_group_protocol
+
+    asyncio.run(scenario())
+
+
+# --- __consumer_offsets records ------------------------------------------------------------------
+
+
+def test_group_placement_is_kafkas() -> None:
+    # java.lang.String.hashCode values printed by jshell, and Utils.abs(MIN_VALUE) == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("jgroup") == -1161648043
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert partition_for("polygenelubricants", 50) == 0
+    assert java_string_hash("é") == 233 and java_string_hash("😀") == 1772899  # a surrogate pair
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_offset_commit_records_decode_as_kafkas() -> None:
+    key = offset_commit_key("grp", "clicks", 3)
+    value = offset_commit_value(OffsetAndMetadata(42, 5, "meta", 1700000000000))
+    record = decode("offsets", key, value)
+    assert record.record_type == 1 and record.value_version == 3
+    assert record.key == {"group": "grp", "topic": "clicks", "partition": 3}
+    assert record.value == {
+        "offset": 42,
+        "leaderEpoch": 5,
+        "metadata": "meta",
+        "commitTimestamp": 1700000000000,
+    }
+
+
+# --- with real clients ---------------------------------------------------------------------------
+
+
+def _produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(start, start + n):
+        producer.send(topic, key=b"%d" % i, value=b"%d" % i)
+    producer.flush()
+    producer.close()
+
+
+class _Member(threading.Thread):
+    """A consumer polling on its own thread, as applications run them (kafka-python completes
+    a rebalance inside ``poll``; members polled in turn with short timeouts stall each other)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            "events",
+            bootstrap_servers=bootstrap,
+            group_id="trio",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        self.seen: list[bytes] = []
+        self.assigned: set[object] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for records in self.consumer.poll(500).values():
+                self.seen.extend(r.value for r in records)
+            with contextlib.suppress(KafkaError):  # lost to a rebalance: read again
+                self.consumer.commit()
+            self.assigned = set(self.consumer.assignment())
+        self.consumer.close()
+
+
+def _until(predicate, what: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_three_kafka_python_members_rebalance_commit_and_resume_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    props = {**FAST_GROUPS, "num.partitions": "6"}
+    with serve(tmp_path, overrides=props) as server:
+        bs = server.bootstrap_servers
+        _produce(bs, "events", 60)
+        members = [_Member(bs) for _ in range(3)]
+        for m in members:
+            m.start()
+        _until(lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], "three members")
+        _until(lambda: len({v for m in members for v in m.seen}) == 60, "every record")
+        assert not set.intersection(*(m.assigned for m in members))
+        leaving = members.pop()
+        leaving.stop.set()  # a member leaves: the other two take over its partitions
+        leaving.join(30)
+        _until(lambda: sorted(len(m.assigned) for m in members) == [3, 3], "two members")
+        _produce(bs, "events", 6, start=60)
+        everyone = [*members, leaving]
+        _until(lambda: len({v for m in everyone for v in m.seen}) == 66, "the new records")
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(30)
+        # at least once: a commit that lost to a rebalance lets the next owner read again
+        assert {v for m in everyone for v in m.seen} == {b"%d" % i for i in range(66)}
+    # a restart: committed offsets are loaded back, so only new records are read
+    with serve(tmp_path, overrides=props) as server:
+        _produce(server.bootstrap_servers, "events", 6, start=66)
+        consumer = KafkaConsumer(
+            "events",
+            bootstrap_servers=server.bootstrap_servers,
+            group_id="trio",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=8000,
+        )
+        resumed = []
+        for record in consumer:
+            resumed.append(record.value)
+            if len(resumed) == 6:
+                break
+        consumer.close()
+    assert sorted(resumed) == sorted(b"%d" % i for i in range(66, 72))
+
+
+def test_librdkafka_group_resumes_from_committed_offsets(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer
+
+    def consume(bootstrap: str, want: int) -> list[bytes]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "rd",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe(["rdt"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < want and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+                consumer.commit(message, asynchronous=False)
+        consumer.close()
+        return got
+
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:
+        _produce(server.bootstrap_servers, "rdt", 10)
+        assert consume(server.bootstrap_servers, 10) == [b"%d" % i for i in range(10)]
+        _produce(server.bootstrap_servers, "rdt", 3, start=10)
+        assert consume(server.bootstrap_servers, 3) == [b"10", b"11", b"12"]
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_kafka_consumer_groups_tool_and_the_console_consumer_group(
+    tmp_path: Path, version: str
+) -> None:
+    cp = classpath(version)
+
+    def tool(main: str, *args: str) -> str:
+        cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", cp, main, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, f"{main} {args}: {proc.stdout}{proc.stderr[-3000:]}"
+        return proc.stdout
+
+    def groups(bs: str, args: str) -> str:
+        main = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+        return tool(main, "--bootstrap-server", bs, *args.split())
+
+    def console(bs: str, args: str) -> list[str]:
+        main = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+        return tool(main, "--bootstrap-server", bs, "--topic", "jg", *args.split()).split()
+
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:
+        bs = server.bootstrap_servers
+        _produce(bs, "jg", 10)
+        out = console(bs, "--group jgroup --from-beginning --max-messages 10")
+        assert out == [str(i) for i in range(10)]
+        assert groups(bs, "--list").split() == ["jgroup"]
+        described = groups(bs, "--describe --group jgroup")
+        row = next(line.split() for line in described.splitlines() if line.startswith("jgroup"))
+        assert row[:6] == ["jgroup", "jg", "0", "10", "10", "0"]
+        reset = groups(bs, "--reset-offsets --group jgroup --topic jg --to-offset 3 --execute")
+        assert reset.split()[-4:] == ["jgroup", "jg", "0", "3"]
+        assert "Empty" in groups(bs, "--describe --group jgroup --state")
+        again = console(bs, "--group jgroup --max-messages 7")
+        assert again == [str(i) for i in range(3, 10)]
+        groups(bs, "--delete --group jgroup")
+        assert groups(bs, "--list").split() == []
+    # Kafka's own decoder reads the commits and the deletion's tombstone
+    with LogManager([tmp_path]) as manager:
+        partition = partition_for("jgroup", manager.topics()["__consumer_offsets"])
+    segment = tmp_path / f"__consumer_offsets-{partition}" / "00000000000000000000.log"
+    dumped = tool(dump_log_segments_class(version), "--files", str(segment), "--offsets-decoder")
+    assert '"group":"jgroup","topic":"jg","partition":0' in dumped
+    assert '"offset":3,' in dumped and "<DELETE>" in dumped
