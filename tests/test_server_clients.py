@@ -5,6 +5,7 @@ clients see and what kafkalog's files hold afterwards (the records, and ``kafkal
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import threading
 import time
@@ -338,3 +339,36 @@ def test_kafkas_console_tools_and_kafka_topics(tmp_path: Path, version: str) -> 
         assert _tool(version, topics_main, "--bootstrap-server", bs, "--list").split() == []
     assert sorted(consumed) == sorted(lines)
     verified(tmp_path)
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_kafkas_admin_tools_delete_records_log_dirs_offsets_and_cluster_id(
+    tmp_path: Path, version: str
+) -> None:
+    from kafka import KafkaProducer
+
+    def tool(main: str, *args: str) -> str:
+        return _tool(version, f"org.apache.kafka.tools.{main}", *args, "--bootstrap-server", bs)
+
+    with serve(tmp_path) as server:
+        bs = server.bootstrap_servers
+        producer = KafkaProducer(bootstrap_servers=bs)
+        for i in range(10):
+            producer.send("dr", b"%d" % i)
+        producer.close()
+        offsets_file = tmp_path / "delete.json"
+        offsets_file.write_text(
+            '{"partitions":[{"topic":"dr","partition":0,"offset":4}],"version":1}'
+        )
+        deleted = tool("DeleteRecordsCommand", "--offset-json-file", str(offsets_file))
+        assert "partition: dr-0\tlow_watermark: 4" in deleted
+        assert tool("GetOffsetShell", "--topic", "dr", "--time", "-2").split() == ["dr:0:4"]
+        assert tool("GetOffsetShell", "--topic", "dr", "--time", "-1").split() == ["dr:0:10"]
+        described = json.loads(tool("LogDirsCommand", "--describe").splitlines()[-1])
+        (log_dir,) = described["brokers"][0]["logDirs"]
+        assert log_dir["logDir"] == str(tmp_path) and log_dir["error"] is None
+        assert [p["partition"] for p in log_dir["partitions"]] == ["dr-0"]
+        assert log_dir["partitions"][0]["size"] > 0
+        assert tool("ClusterTool", "cluster-id").strip().startswith("Cluster ID: ")
+    with LogManager([tmp_path]) as manager:
+        assert manager.get_log("dr", 0).log_start_offset == 4  # durable, as Kafka's checkpoint

@@ -457,3 +457,45 @@ def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> 
         settings(listeners="SASL_SSL://:9092")
     with pytest.raises(InvalidConfigError, match="one broker listener"):
         settings(listeners="PLAINTEXT://:9092,OTHER://:9094")
+
+
+def test_offset_for_leader_epoch_answers_from_the_epoch_cache(tmp_path: Path) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        manager.get_log("t", 0).append([Record(b"a"), Record(b"b")])
+        mod = request_module(23, 4)
+
+        def ask(topic: str, epoch: int, replica: int = -1) -> tuple[int, int, int]:
+            body = make(
+                mod,
+                "OffsetForLeaderEpochRequest",
+                replica_id=replica,
+                topics=(
+                    make(
+                        mod,
+                        "OffsetForLeaderTopic",
+                        topic=topic,
+                        partitions=(
+                            make(
+                                mod,
+                                "OffsetForLeaderPartition",
+                                partition=0,
+                                current_leader_epoch=0,
+                                leader_epoch=epoch,
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            request = as_request(23, 4, body)
+            answer = decode_response(
+                23, 4, encode_response(request, broker.handle(request)), header_v1=True
+            )
+            (p,) = answer.topics[0].partitions
+            return p.error_code, p.leader_epoch, p.end_offset
+
+        assert ask("t", 0) == (ErrorCode.none, 0, 2)
+        assert ask("t", 5) == (ErrorCode.none, -1, -1)
+        assert ask("t", 0, replica=2)[0] == ErrorCode.not_leader_or_follower
+        assert ask("missing", 0)[0] == ErrorCode.unknown_topic_or_partition

@@ -375,6 +375,10 @@ class LogManager:
         meta = read_partition_metadata(self.get_log(topic, 0).directory)
         return None if meta is None else meta.topic_id
 
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [d.path for d in self._dirs]
+
     def log_dir_of(self, topic: str, partition: int = 0) -> Path:
         return self._entry(topic, partition)[1].path
 

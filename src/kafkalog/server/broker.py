@@ -16,6 +16,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.server.admin import (
+    ADMIN_VERSIONS,
+    DELETE_RECORDS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_LOG_DIRS,
+    OFFSET_FOR_LEADER_EPOCH,
+    handle_delete_records,
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_offset_for_leader_epoch,
+)
 from kafkalog.server.configs import DESCRIBE_CONFIGS, handle_describe_configs
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.fetch import (
@@ -60,6 +71,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
+    **ADMIN_VERSIONS,
     **GROUP_VERSIONS,  # served by the group coordinator on the event loop
 }
 
@@ -102,6 +114,10 @@ HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: handle_delete_topics,
     INIT_PRODUCER_ID: handle_init_producer_id,
     DESCRIBE_CONFIGS: handle_describe_configs,
+    DELETE_RECORDS: handle_delete_records,
+    OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    DESCRIBE_CLUSTER: handle_describe_cluster,
 }
 assert set(HANDLERS) | {FETCH} | set(GROUP_VERSIONS) == set(SUPPORTED_VERSIONS), (
     "every served API has a handler"

@@ -1,0 +1,174 @@
+"""DescribeCluster, DescribeLogDirs, DeleteRecords and OffsetForLeaderEpoch: the admin and
+consumer-validation APIs that read or trim the logs.
+
+Why: ``kafka-log-dirs``, ``kafka-delete-records`` and AdminClient's describeCluster ask these,
+and a Java consumer validates its position with OffsetForLeaderEpoch after a metadata change
+(KIP-320). Each is a thin call into the LogManager or a Log. Refuses: replica fetchers'
+OffsetForLeaderEpoch (``replica_id`` >= 0: there are no followers) and DeleteRecords past the
+high watermark (OFFSET_OUT_OF_RANGE, as Kafka).
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, BrokerContext
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.wire import Request, make, payload_module
+
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 21, 23, 35, 60
+ADMIN_VERSIONS: dict[int, tuple[int, int]] = {
+    DELETE_RECORDS: (0, 2),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    DESCRIBE_LOG_DIRS: (1, 4),
+    DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
+    mod = payload_module(DESCRIBE_CLUSTER, request.api_version, True)
+    where = ctx.advertised
+    return make(
+        mod,
+        "DescribeClusterResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,  # brokers
+        cluster_id=ctx.cluster_id,
+        controller_id=ctx.settings.node_id,
+        brokers=(
+            make(
+                mod,
+                "DescribeClusterBroker",
+                broker_id=ctx.settings.node_id,
+                host=where.host,
+                port=where.port,
+                rack=None,
+            ),
+        ),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
+    mod = payload_module(DESCRIBE_LOG_DIRS, request.api_version, True)
+    wanted = request.body.topics
+    chosen = None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
+    by_dir: dict[str, dict[str, list[Any]]] = {str(d): {} for d in ctx.manager.log_dirs}
+    for tp, log in ctx.manager.logs().items():
+        if chosen is not None and (tp.topic, tp.partition) not in chosen:
+            continue
+        directory = str(ctx.manager.log_dir_of(tp.topic, tp.partition))
+        by_dir.setdefault(directory, {}).setdefault(tp.topic, []).append(
+            make(
+                mod,
+                "DescribeLogDirsPartition",
+                partition_index=tp.partition,
+                partition_size=log.size_in_bytes,
+                offset_lag=0,
+                is_future_key=False,
+            )
+        )
+    results = []
+    for directory, topics in by_dir.items():
+        try:
+            usage = shutil.disk_usage(directory)
+            total, usable = usage.total, usage.free
+        except OSError:
+            total = usable = -1
+        results.append(
+            make(
+                mod,
+                "DescribeLogDirsResult",
+                error_code=ErrorCode.none,
+                log_dir=directory,
+                topics=tuple(
+                    make(mod, "DescribeLogDirsTopic", name=name, partitions=tuple(parts))
+                    for name, parts in sorted(topics.items())
+                ),
+                total_bytes=total,
+                usable_bytes=usable,
+            )
+        )
+    return make(
+        mod,
+        "DescribeLogDirsResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        results=tuple(results),
+    )
+
+
+def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
+    """Move each partition's log start offset up (-1: to the high watermark); the segments
+    wholly below it go with the next retention pass, as in Kafka."""
+    mod = payload_module(DELETE_RECORDS, request.api_version, True)
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for p in topic.partitions:
+            code, low = ErrorCode.none, -1
+            try:
+                log = ctx.manager.get_log(topic.name, p.partition_index)
+                target = log.high_watermark if p.offset == -1 else p.offset
+                if target < 0:
+                    code = ErrorCode.offset_out_of_range
+                else:
+                    log.maybe_increment_log_start_offset(target)
+                    low = log.log_start_offset
+            except KafkaLogError as err:
+                code = error_code(err)
+            parts.append(
+                make(
+                    mod,
+                    "DeleteRecordsPartitionResult",
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
+        topics.append(
+            make(mod, "DeleteRecordsTopicResult", name=topic.name, partitions=tuple(parts))
+        )
+    return make(mod, "DeleteRecordsResponse", throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> Any:
+    mod = payload_module(OFFSET_FOR_LEADER_EPOCH, request.api_version, True)
+    follower = request.body.replica_id >= 0
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for p in topic.partitions:
+            code, epoch, end = ErrorCode.none, -1, -1
+            try:
+                if follower:
+                    code = ErrorCode.not_leader_or_follower
+                else:
+                    log = ctx.manager.get_log(topic.topic, p.partition)
+                    epoch, end = log.leader_epoch_cache.end_offset_for(
+                        p.leader_epoch, log.log_end_offset
+                    )
+            except KafkaLogError as err:
+                code = error_code(err)
+            parts.append(
+                make(
+                    mod,
+                    "EpochEndOffset",
+                    error_code=code,
+                    partition=p.partition,
+                    leader_epoch=epoch,
+                    end_offset=end,
+                )
+            )
+        topics.append(
+            make(mod, "OffsetForLeaderTopicResult", topic=topic.topic, partitions=tuple(parts))
+        )
+    return make(
+        mod, "OffsetForLeaderEpochResponse", throttle_time=NO_THROTTLE, topics=tuple(topics)
+    )
