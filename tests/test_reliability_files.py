@@ -27,6 +27,7 @@ from kafkalog import (
     ManualClock,
     ProducerFields,
     Record,
+    UnknownTopicOrPartitionError,
     committed_records,
 )
 from kafkalog.cli.main import cli
@@ -34,6 +35,7 @@ from kafkalog.errors import CorruptCheckpointError, LogDirectoryLockedError, Not
 from kafkalog.log.view import PartitionView
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
+from kafkalog.storage.partition_metadata import read_partition_metadata
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -559,3 +561,41 @@ def test_the_spark_reader_fails_or_says_what_it_skipped_at_a_flipped_offset(
     with pytest.warns(UserWarning, match="skipped"):
         kept = rows(False)
     assert kept and max(kept) < flipped and kept == sorted(kept)
+
+
+_CRASH_IN_ADD_PARTITIONS = """
+import os, sys
+from kafkalog import LogManager
+from kafkalog.manager import log_manager
+original = log_manager.LogManager._create_log
+def crash(self, tp):
+    if tp.partition == 3:
+        os._exit(9)
+    return original(self, tp)
+log_manager.LogManager._create_log = crash
+LogManager(sys.argv[1]).create_partitions("t", 4)
+"""
+
+
+def test_a_crash_inside_create_partitions_rolls_back_only_the_new_partitions(
+    tmp_path: Path,
+) -> None:
+    with LogManager(tmp_path) as manager:
+        for log in manager.create_topic("t", 2, {"cleanup.policy": "compact"}):
+            log.append(records(2))
+        topic_id = manager.topic_id("t")
+    _run_child(_CRASH_IN_ADD_PARTITIONS, tmp_path)
+    assert (tmp_path / "t-2").is_dir()  # the crash left one of two new partitions
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {"t": 2}
+        assert manager.topic_overrides("t") == {"cleanup.policy": "compact"}
+        assert [r.offset for r in manager.get_log("t", 1).read_records(0)] == [0, 1]
+        added = manager.create_partitions("t", 4)
+        assert [log.directory.name for log in added] == ["t-2", "t-3"]
+        assert manager.topic_id("t") == topic_id
+        meta = read_partition_metadata(tmp_path / "t-3")
+        assert meta is not None and meta.topic_id == topic_id
+        with pytest.raises(InvalidArgumentError, match="currently has 4 partitions"):
+            manager.create_partitions("t", 3)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            manager.create_partitions("nope", 3)

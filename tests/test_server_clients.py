@@ -303,6 +303,20 @@ def test_kafkas_console_tools_and_kafka_topics(tmp_path: Path, version: str) -> 
         assert "PartitionCount: 2" in described and "ReplicationFactor: 1" in described
         assert "Configs: cleanup.policy=compact" in described
         assert "Partition: 1\tLeader: 1\tReplicas: 1\tIsr: 1" in described
+        _tool(
+            version,
+            topics_main,
+            "--bootstrap-server",
+            bs,
+            "--alter",
+            "--topic",
+            "jt",
+            "--partitions",
+            "3",
+        )
+        grown = _tool(version, topics_main, "--bootstrap-server", bs, "--describe", "--topic", "jt")
+        assert "PartitionCount: 3" in grown and "Partition: 2\tLeader: 1" in grown
+        assert grown.split()[3] == described.split()[3]  # the same TopicId
         lines = [f"k{i}\tvalue {i} é" for i in range(20)]
         _tool(
             version,
@@ -318,7 +332,7 @@ def test_kafkas_console_tools_and_kafka_topics(tmp_path: Path, version: str) -> 
             stdin="\n".join(lines) + "\n",
         )
         consumed = []
-        for partition in ("0", "1"):
+        for partition in ("0", "1", "2"):
             consumed += _tool(
                 version,
                 consumer_main,

@@ -21,6 +21,7 @@ from typing import Any
 from kafkalog.cleaner.manager import CleaningResult, LogCleaner
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
+    InvalidArgumentError,
     InvalidConfigError,
     InvalidTopicError,
     KafkaLogError,
@@ -34,6 +35,8 @@ from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig
+from kafkalog.manager.shutdown import close_logs
+from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.partition_metadata import (
     random_topic_id,
@@ -156,7 +159,8 @@ class LogManager:
             assert intent is not None
             for d in self._dirs:
                 intents_.finish(d.path, intent)
-            self._topic_configs.pop(intent.topic, None)
+            if intent.op != intents_.ADD_PARTITIONS:
+                self._topic_configs.pop(intent.topic, None)
             logger.warning("completed the interrupted %s of topic %r", intent.op, intent.topic)
         self._write_topic_configs()
         intents_.clear(d.path for d in self._dirs)
@@ -218,42 +222,16 @@ class LogManager:
         )
 
     def _schedule_tasks(self) -> None:
-        c, delay = self.config, self.config.log_initial_task_delay_ms
-        for name, action, period in (
-            ("kafka-log-retention", self.run_retention, c.log_retention_check_interval_ms),
-            ("kafka-log-flusher", self.run_flush, c.log_flush_scheduler_interval_ms),
-            (
-                "kafka-recovery-point-checkpoint",
-                self.run_checkpoints,
-                c.log_flush_offset_checkpoint_interval_ms,
-            ),
-            (
-                "kafka-log-start-offset-checkpoint",
-                self.run_checkpoints,
-                c.log_flush_start_offset_checkpoint_interval_ms,
-            ),
-            ("kafka-delete-logs", self.run_delete_logs, 1000),
-            (
-                "transaction-abort",
-                self.run_transaction_timeouts,
-                c.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-            ),
-        ):
-            self.scheduler.schedule(name, action, period_ms=period, delay_ms=delay)
-        if self.config.cleaner.enable:
-            # on a ticking clock the scheduler drives the cleaner; ``start`` gives it threads
-            self.scheduler.schedule(
-                "kafka-log-cleaner",
-                self._cleaner_tick,
-                period_ms=self.config.cleaner.backoff_ms,
-                delay_ms=delay,
-            )
-        self.scheduler.schedule(
-            "PeriodicProducerExpirationCheck",
-            self.run_producer_expiration,
-            period_ms=c.producer_state.producer_id_expiration_check_interval_ms,
-            delay_ms=c.producer_state.producer_id_expiration_check_interval_ms,
+        tasks = ManagerTasks(
+            retention=self.run_retention,
+            flush=self.run_flush,
+            checkpoints=self.run_checkpoints,
+            delete_logs=self.run_delete_logs,
+            transaction_timeouts=self.run_transaction_timeouts,
+            cleaner_tick=self._cleaner_tick,
+            producer_expiration=self.run_producer_expiration,
         )
+        schedule_tasks(self.scheduler, self.config, tasks)
 
     # --- topics and partitions ----------------------------------------------------------------
 
@@ -312,25 +290,60 @@ class LogManager:
                     created.append(self._create_log(TopicPartition(topic, p)))
                     write_partition_metadata(created[-1].directory, topic_id)
             except BaseException:
-                self._undo_create(topic, created)
+                self._undo_create(intents_.TopicIntent(intents_.CREATE, topic), created)
                 raise
             intents_.clear(dirs)
             return created
 
-    def _undo_create(self, topic: str, created: list[Log]) -> None:
-        """A creation failed part-way (a full disk, no descriptors left): remove every trace."""
-        self._logs = {tp: e for tp, e in self._logs.items() if tp.topic != topic}
+    def create_partitions(self, topic: str, total: int) -> list[Log]:
+        """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions); the new ones carry
+        the topic's ID. All of them or none, across a crash; a topic never shrinks."""
+        check_int("total partitions", total, 1, MAX_PARTITIONS)
+        with self._lock:
+            self._check_open()
+            self._check_whole(f"add partitions to topic {topic!r}")
+            current = sum(1 for tp in self._logs if tp.topic == topic)
+            if current == 0:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            if total <= current:
+                raise InvalidArgumentError(
+                    f"Topic currently has {current} partitions, which is higher than or equal "
+                    f"to the requested {total}."
+                )
+            topic_id = self.topic_id(topic)
+            dirs = [d.path for d in self._dirs]
+            intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, topic, current)
+            intents_.record(dirs, intent)
+            created: list[Log] = []
+            try:
+                for p in range(current, total):
+                    created.append(self._create_log(TopicPartition(topic, p)))
+                    if topic_id is not None:
+                        write_partition_metadata(created[-1].directory, topic_id)
+            except BaseException:
+                self._undo_create(intent, created)
+                raise
+            intents_.clear(dirs)
+            return created
+
+    def _undo_create(self, intent: intents_.TopicIntent, created: list[Log]) -> None:
+        """A creation (of a topic, or of partitions) failed part-way (a full disk, no
+        descriptors left): remove every trace of what it created."""
+        self._logs = {tp: e for tp, e in self._logs.items() if e[0] not in created}
         for log in created:
             log.close_without_flush()
-        self._topic_configs.pop(topic, None)
+        if intent.op == intents_.CREATE:
+            self._topic_configs.pop(intent.topic, None)
         try:
             for d in self._dirs:
-                for path in intents_.finish(d.path, intents_.TopicIntent(intents_.CREATE, topic)):
+                for path in intents_.finish(d.path, intent):
                     shutil.rmtree(path, ignore_errors=True)
             self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
         except KafkaLogError:
-            logger.exception("could not undo the creation of %r; the next start will", topic)
+            logger.exception(
+                "could not undo the %s of %r; the next start will", intent.op, intent.topic
+            )
 
     def _create_log(self, tp: TopicPartition) -> Log:
         counts = {id(d): 0 for d in self._dirs}
@@ -524,31 +537,17 @@ class LogManager:
                 self._close_logs()
 
     def _close_logs(self) -> None:
-        """Close every log, then checkpoint and mark each directory clean. Whatever fails (a
-        full disk), every log is closed and every directory unlocked; the marker is written
-        only if everything before it succeeded, so the next start recovers otherwise."""
-        threads = self.config.num_recovery_threads_per_data_dir * len(self._dirs)
-        failures: list[BaseException] = []
-
-        def close(log: Log) -> None:
-            try:
-                log.close()
-            except BaseException as err:
-                failures.append(err)
-
+        """Whatever fails (a full disk), every log is closed and every directory unlocked; the
+        clean-shutdown marker is written only if everything before it succeeded."""
         try:
-            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-close") as pool:
-                list(pool.map(lambda entry: close(entry[0]), list(self._logs.values())))
-            if failures:
-                raise failures[0]
-            self.run_checkpoints()
-            for d in self._dirs:
-                # a partial load recovered only what it opened: an unclean start stays unclean
-                if self._only is None or d.had_clean_shutdown:
-                    d.mark_clean_shutdown()
+            close_logs(
+                [log for log, _ in self._logs.values()],
+                self._dirs,
+                threads=self.config.num_recovery_threads_per_data_dir * len(self._dirs),
+                write_checkpoints=self.run_checkpoints,
+                partial=self._only is not None,
+            )
         finally:
-            for d in self._dirs:
-                d.release()
             self._closed = True
 
     def __enter__(self) -> LogManager:

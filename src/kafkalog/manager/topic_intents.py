@@ -6,8 +6,8 @@ leave 1 of its 2 partitions (and "it exists" when created again); half-way throu
 a topic with partitions missing. Kafka records the intent in its metadata log first; kafkalog
 records it in a small file in each log directory (a file, which a broker's loader ignores)
 before it touches a partition, and removes it when done. On the next start a pending creation is
-rolled back (it was never acknowledged) and a pending deletion is completed. Refuses: anything
-but whole topics.
+rolled back (it was never acknowledged) and a pending deletion is completed; so are partitions
+being added to a topic (rolled back). Refuses: anything but whole topics and added partitions.
 """
 
 from __future__ import annotations
@@ -24,18 +24,21 @@ from kafkalog.storage.atomic import delete_if_exists, fsync_dir, write_atomicall
 from kafkalog.storage.faults import storage_call
 
 INTENT_FILE = "kafkalog-topic-intent.json"
-CREATE, DELETE = "create", "delete"
+CREATE, DELETE, ADD_PARTITIONS = "create", "delete", "add-partitions"
 
 
 @dataclass(frozen=True, slots=True)
 class TopicIntent:
     op: str
     topic: str
+    first_partition: int = 0  # ADD_PARTITIONS: the first new partition (rolled back from here)
 
 
 def record(log_dirs: Iterable[Path], intent: TopicIntent) -> None:
     """Say, durably and in every log directory, what is about to be done to which topic."""
-    data = json.dumps({"version": 0, "op": intent.op, "topic": intent.topic}).encode()
+    data = json.dumps(
+        {"version": 0, "op": intent.op, "topic": intent.topic, "first": intent.first_partition}
+    ).encode()
     for d in log_dirs:
         write_atomically(d / INTENT_FILE, data)
 
@@ -50,14 +53,16 @@ def pending(log_dir: Path) -> TopicIntent | None:
     path = log_dir / INTENT_FILE
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
-        op, topic = data["op"], data["topic"]
+        op, topic, first = data["op"], data["topic"], data.get("first", 0)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CorruptCheckpointError(f"unreadable topic intent: {err}", file=str(path)) from err
-    if op not in (CREATE, DELETE) or not isinstance(topic, str):
+    if op not in (CREATE, DELETE, ADD_PARTITIONS) or not isinstance(topic, str):
         raise CorruptCheckpointError(f"unknown topic intent {data!r}", file=str(path))
-    return TopicIntent(op, topic)
+    if not isinstance(first, int) or first < 0:
+        raise CorruptCheckpointError(f"unknown topic intent {data!r}", file=str(path))
+    return TopicIntent(op, topic, first)
 
 
 def mark_for_deletion(partition_dir: Path) -> Path:
@@ -73,7 +78,8 @@ def mark_for_deletion(partition_dir: Path) -> Path:
 
 def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
     """Undo a pending creation or complete a pending deletion in ``log_dir``: every partition
-    directory of the topic is renamed for deletion. Returns the renamed directories."""
+    directory of the topic is renamed for deletion (for an interrupted CreatePartitions, those
+    from ``first_partition`` on). Returns the renamed directories."""
     renamed = []
     for child in sorted(log_dir.iterdir()):
         if not child.is_dir() or child.name.endswith(
@@ -84,6 +90,6 @@ def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
             tp = fn.parse_partition_dir_name(child.name)
         except ValueError:
             continue
-        if tp.topic == intent.topic:
+        if tp.topic == intent.topic and tp.partition >= intent.first_partition:
             renamed.append(mark_for_deletion(child))
     return renamed

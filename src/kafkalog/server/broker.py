@@ -38,9 +38,11 @@ from kafkalog.server.fetch import (
 )
 from kafkalog.server.group_coordinator import GROUP_VERSIONS
 from kafkalog.server.metadata import (
+    CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
     METADATA,
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_metadata,
@@ -68,6 +70,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     METADATA: (0, 12),
     API_VERSIONS_KEY: (0, 4),
     CREATE_TOPICS: (2, 7),
+    CREATE_PARTITIONS: (0, 3),
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
@@ -111,6 +114,7 @@ HANDLERS: dict[int, Handler] = {
     METADATA: handle_metadata,
     API_VERSIONS_KEY: handle_api_versions,
     CREATE_TOPICS: handle_create_topics,
+    CREATE_PARTITIONS: handle_create_partitions,
     DELETE_TOPICS: handle_delete_topics,
     INIT_PRODUCER_ID: handle_init_producer_id,
     DESCRIBE_CONFIGS: handle_describe_configs,

@@ -31,7 +31,7 @@ from kafkalog.types import uuid_bytes, validate_topic_name
 
 logger = logging.getLogger("kafkalog.server")
 
-METADATA, CREATE_TOPICS, DELETE_TOPICS = 3, 19, 20
+METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -237,3 +237,41 @@ def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
             )
         )
     return make(mod, "DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def handle_create_partitions(ctx: BrokerContext, request: Request) -> Any:
+    """Grow topics to ``count`` partitions (``kafka-topics --alter --partitions``)."""
+    body = request.body
+    mod = payload_module(CREATE_PARTITIONS, request.api_version, True)
+    results = []
+    for topic in body.topics:
+        code, message = ErrorCode.none, None
+        current = ctx.manager.topics().get(topic.name, 0)
+        node = (ctx.settings.node_id,)
+        if current == 0:
+            code, message = ErrorCode.unknown_topic_or_partition, f"Topic {topic.name} not found."
+        elif topic.count <= current:
+            code = ErrorCode.invalid_partitions
+            message = (
+                f"Topic currently has {current} partitions, which is higher than or equal to "
+                f"the requested {topic.count}."
+            )
+        elif topic.assignments and any(tuple(a.broker_ids) != node for a in topic.assignments):
+            code = ErrorCode.invalid_replica_assignment
+            message = f"kafkalog is one broker (id {node[0]}): replicas must be that broker"
+        elif not body.validate_only:
+            try:
+                ctx.manager.create_partitions(topic.name, topic.count)
+                logger.info("topic %r now has %d partitions", topic.name, topic.count)
+            except KafkaLogError as err:
+                code, message = error_code(err), str(err)
+        results.append(
+            make(
+                mod,
+                "CreatePartitionsTopicResult",
+                name=topic.name,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return make(mod, "CreatePartitionsResponse", throttle_time=NO_THROTTLE, results=tuple(results))

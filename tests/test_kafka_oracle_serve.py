@@ -1,0 +1,84 @@
+"""After clients wrote through ``kafkalog serve``, a real Apache Kafka broker starts on the same
+log directory and serves the same records.
+
+The broker creates the topics first (a KRaft broker removes partition directories whose topic
+ID its metadata does not know) and stops; ``kafkalog serve`` opens the broker's directory (its
+partitions, ``partition.metadata`` and ``meta.properties``: the same cluster ID), librdkafka and
+kafka-python produce through it with compression, keys, headers and idempotence; the server
+stops cleanly; the broker starts again, must not recover anything, and Kafka's console consumer
+must read exactly what the clients were acknowledged for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafka_oracle import KafkaBroker
+from kafkalog.server import serve
+from test_kafka_oracle_write import RECOVERY_LOG, consume
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.one_codec]
+
+TOPICS = ("served-lz4", "served-zstd")
+
+
+@pytest.fixture(params=["3.9.2", "4.3.1"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> KafkaBroker:
+    from kafka_oracle import KAFKA_VERSIONS
+
+    if request.param not in KAFKA_VERSIONS:
+        pytest.skip(f"Kafka {request.param} is not pinned in interop/kafka-versions.txt")
+    return KafkaBroker(request.param, tmp_path / "broker", {"log.retention.ms": "-1"})
+
+
+def test_kafka_serves_what_clients_wrote_through_kafkalog_serve(broker: KafkaBroker) -> None:
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
+            future.result(60)
+    acked: dict[str, list[tuple[int, bytes | None, bytes | None]]] = {t: [] for t in TOPICS}
+    with serve(broker.log_dir, overrides={"auto.create.topics.enable": "false"}) as server:
+        for topic, codec in zip(TOPICS, ("lz4", "zstd"), strict=True):
+            producer = Producer(
+                {
+                    "bootstrap.servers": server.bootstrap_servers,
+                    "enable.idempotence": True,
+                    "compression.type": codec,
+                    "linger.ms": 5,
+                }
+            )
+
+            def delivered(err: object, msg: object, topic: str = topic) -> None:
+                assert err is None, err
+                acked[topic].append((msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
+
+            for i in range(300):
+                key = None if i % 7 == 0 else f"k{i % 13}".encode()
+                value = None if i % 11 == 0 else f"{codec}-{i}".encode() * (1 + i % 3)
+                producer.produce(
+                    topic,
+                    key=key,
+                    value=value,
+                    headers=[("n", str(i).encode())],
+                    timestamp=1_700_000_000_000 + i,
+                    on_delivery=delivered,
+                )
+            assert producer.flush(30) == 0
+    assert (broker.log_dir / ".kafka_cleanshutdown").exists()
+    mark = broker.output.stat().st_size
+    with broker:
+        for topic in TOPICS:
+            rows = consume(broker, topic, "read_uncommitted", len(acked[topic]))
+            assert [(off, key, value) for off, _ts, key, value, _h in rows] == sorted(acked[topic])
+            assert all(h[0][0] == "n" for *_, h in rows)
+    startup = broker.output.read_bytes()[mark:].decode(errors="replace")
+    for line in startup.splitlines():
+        if "served-" in line:
+            assert not RECOVERY_LOG.search(line), line
