@@ -386,3 +386,82 @@ def test_kafkas_admin_tools_delete_records_log_dirs_offsets_and_cluster_id(
         assert tool("ClusterTool", "cluster-id").strip().startswith("Cluster ID: ")
     with LogManager([tmp_path]) as manager:
         assert manager.get_log("dr", 0).log_start_offset == 4  # durable, as Kafka's checkpoint
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_kafka_configs_alters_and_describes_topic_configs(tmp_path: Path, version: str) -> None:
+    """``kafka-configs --alter --add-config/--delete-config`` (IncrementalAlterConfigs) and
+    ``--describe``; the change is in kafkalog's files and in force on the open log."""
+
+    def configs(*args: str) -> str:
+        return _tool(
+            version,
+            "kafka.admin.ConfigCommand",
+            "--bootstrap-server",
+            bs,
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "cfg",
+            *args,
+        )
+
+    with serve(tmp_path) as server:
+        bs = server.bootstrap_servers
+        server.manager.create_topic("cfg", 1, {"segment.ms": "600000"})
+        configs("--alter", "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
+        configs("--alter", "--delete-config", "segment.ms")
+        described = configs("--describe")
+        assert "retention.ms=1000" in described and "cleanup.policy=compact,delete" in described
+        assert "segment.ms" not in described
+        assert server.manager.get_log("cfg").config.retention_ms == 1000  # in force at once
+        proc = subprocess.run(
+            ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(version), "kafka.admin.ConfigCommand",
+             "--bootstrap-server", bs, "--entity-type", "topics", "--entity-name", "cfg",
+             "--alter", "--add-config", "retention.ms=soon"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode != 0 and "retention.ms" in proc.stdout + proc.stderr
+    with LogManager([tmp_path]) as manager:
+        assert manager.topic_overrides("cfg") == {
+            "retention.ms": "1000",
+            "cleanup.policy": "compact,delete",
+        }
+
+
+def test_incremental_alter_configs_appends_and_subtracts_through_librdkafka(
+    tmp_path: Path,
+) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    def alter(*entries: ConfigEntry, name: str = "lists") -> None:
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=list(entries))
+        (future,) = admin.incremental_alter_configs([resource]).values()
+        future.result(30)
+
+    with serve(tmp_path) as server:
+        server.manager.create_topic("lists", 1)
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+        alter(
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)
+        )
+        assert server.manager.topic_overrides("lists") == {"cleanup.policy": "delete,compact"}
+        alter(
+            ConfigEntry(
+                "cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT
+            )
+        )
+        assert server.manager.get_log("lists").config.cleanup_policy == {"compact"}
+        with pytest.raises(Exception, match="append is not allowed"):
+            alter(ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND))
+        with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+            alter(
+                ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET),
+                name="nope",
+            )

@@ -35,8 +35,10 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 
 
 def _policy(key: str, value: tuple[str, ...]) -> frozenset[str]:
+    """Empty is allowed since Kafka 4.2 (KAFKA-19112): no deletion by time or size, no
+    compaction; only DeleteRecords moves the log start."""
     policies = frozenset(p.lower() for p in value)
-    if not policies or not policies <= {"compact", "delete"}:
+    if not policies <= {"compact", "delete"}:
         raise InvalidConfigError(key, f"{value!r} must be a list of 'compact' and/or 'delete'")
     return policies
 

@@ -26,6 +26,10 @@ class SegmentDeleter:
         self._lock = threading.Lock()
         self._pending: list[tuple[int, LogSegment | Path]] = []
 
+    def set_delay(self, delay_ms: int) -> None:
+        """A new ``file.delete.delay.ms``: files scheduled from now on wait this long."""
+        self._delay_ms = delay_ms
+
     def schedule(self, segment: LogSegment) -> None:
         segment.change_file_suffixes("", fn.DELETED_FILE_SUFFIX)
         with self._lock:

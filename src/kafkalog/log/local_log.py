@@ -161,6 +161,13 @@ class LocalLog:
         self.segments_generation += 1
         self._deleter.schedule(seg)
 
+    def update_config(self, config: LogConfig) -> None:
+        """Swap the config (Kafka's LocalLog.updateConfig). Every path reads ``self.config``
+        when it acts, so the next append, roll, retention pass or cleaning round uses it;
+        segment and index sizes apply from the next roll, as in Kafka."""
+        self.config = config
+        self._deleter.set_delay(config.file_delete_delay_ms)
+
     def schedule_file_deletion(self, path: Path) -> None:
         self._deleter.schedule_file(path)
 

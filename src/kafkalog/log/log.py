@@ -181,6 +181,12 @@ class Log:
     def config(self) -> LogConfig:
         return self._local.config
 
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic's new config to the open log (an altered topic config, as Kafka's
+        UnifiedLog.updateConfig): taken under the log lock, so no append sees half of each."""
+        with self._lock:
+            self._local.update_config(config)
+
     @property
     def segments(self) -> LogSegments:
         return self._local.segments
@@ -516,13 +522,9 @@ class Log:
             first = self.segments.first_segment()
             assert first is not None
             self._increment_start_offset(first.base_offset)
-            logger.info(
-                "deleted %d segment(s) of %s (%s); log start offset %d",
-                count,
-                self.directory.name,
-                reason.value,
-                self.log_start_offset,
-            )
+            name, start = self.directory.name, self.log_start_offset
+            logger.info("deleted %d segment(s) of %s (%s); log start offset %d", count, name,
+                        reason.value, start)  # fmt: skip
             return count
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:

@@ -32,6 +32,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
+from kafkalog.manager.config_ops import ConfigOp, altered, as_ops
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig
@@ -244,6 +245,35 @@ class LogManager:
         """The topic's config: the manager's defaults plus its persisted overrides."""
         overrides = self._topic_configs.get(topic, {})
         return LogConfig.from_properties(overrides, defaults=self.default_config)
+
+    def alter_topic_config(
+        self,
+        topic: str,
+        updates: Mapping[str, Any] | Iterable[ConfigOp],
+        *,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Change a topic's overrides (``kafka-configs --alter``, KIP-339): ``{key: value}``
+        sets, ``{key: None}`` deletes, ``ConfigOp``s also APPEND/SUBTRACT list values;
+        ``replace`` makes the SETs the whole new set (the legacy AlterConfigs). The result is
+        persisted, then applied to the open logs at once. Returns the new overrides."""
+        with self._lock:
+            self._check_open()
+            if not any(tp.topic == topic for tp in [*self._logs, *self._unopened]):
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            current = self._topic_configs.get(topic, {})
+            new = altered(current, as_ops(updates), self.default_config, replace=replace)
+            if validate_only or new == current:
+                return new
+            self._topic_configs[topic] = new
+            self._write_topic_configs()
+            config = self.topic_config(topic)
+            for tp, (log, _) in self._logs.items():
+                if tp.topic == topic:
+                    log.update_config(config)
+            logger.info("altered the config of topic %r: %s", topic, new)
+            return new
 
     def create_topic(
         self,

@@ -27,7 +27,14 @@ from kafkalog.server.admin import (
     handle_describe_log_dirs,
     handle_offset_for_leader_epoch,
 )
-from kafkalog.server.configs import DESCRIBE_CONFIGS, handle_describe_configs
+from kafkalog.server.configs import (
+    ALTER_CONFIGS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.fetch import (
     FETCH,
@@ -74,6 +81,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
     **ADMIN_VERSIONS,
     **GROUP_VERSIONS,  # served by the group coordinator on the event loop
 }
@@ -118,6 +127,8 @@ HANDLERS: dict[int, Handler] = {
     DELETE_TOPICS: handle_delete_topics,
     INIT_PRODUCER_ID: handle_init_producer_id,
     DESCRIBE_CONFIGS: handle_describe_configs,
+    ALTER_CONFIGS: handle_alter_configs,
+    INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     DELETE_RECORDS: handle_delete_records,
     OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,

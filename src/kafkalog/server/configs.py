@@ -1,12 +1,17 @@
-"""DescribeConfigs: a topic's configuration as Kafka reports it, each key with its source.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: a topic's configuration as Kafka
+reports and changes it.
 
 Why: ``kafka-topics --describe`` and ``kafka-configs --describe`` show a topic's overrides and
 ``AdminClient.describe_configs`` shows every key; both read this answer. A key's source is
 Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), a ``server.properties`` default
 (STATIC_BROKER_CONFIG, named by its broker synonym), or Kafka's default (DEFAULT_CONFIG).
 
+An alteration (``kafka-configs --alter``, KIP-339's incremental form or the legacy whole-set
+form) is persisted and applied to the open logs before the answer (``LogManager``).
+
 Refuses: broker resources other than this broker, with Kafka's INVALID_REQUEST, and resource
-types it does not keep (groups, client metrics), with INVALID_REQUEST too.
+types it does not keep (groups, client metrics), with INVALID_REQUEST too. Broker configs are
+described but not altered at run time: they come from ``server.properties``.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from kio.schema.errors import ErrorCode
 from kafkalog.config_def import Type
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
+from kafkalog.manager.config_ops import ConfigOp, OpType
 from kafkalog.manager.server_config import TOPIC_CONFIG_SYNONYMS
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
 
-DESCRIBE_CONFIGS = 32
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # Kafka's DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
@@ -37,6 +43,7 @@ _CONFIG_TYPES = {
     Type.LIST: 7,
 }
 _KAFKA_DEFAULTS = LogConfig().to_properties()
+_OP_IDS = frozenset(op.value for op in OpType)
 
 
 def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
@@ -115,3 +122,56 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
             )
         )
     return tuple(out)
+
+
+def handle_alter_configs(ctx: BrokerContext, request: Request) -> Any:
+    """The legacy whole-set form: a topic's overrides become exactly the given entries."""
+    return _alter(ctx, request, ALTER_CONFIGS, "AlterConfigsResponse")
+
+
+def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> Any:
+    return _alter(ctx, request, INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse")
+
+
+def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) -> Any:
+    body = request.body
+    mod = payload_module(api_key, request.api_version, True)
+    incremental = api_key == INCREMENTAL_ALTER_CONFIGS
+    results = []
+    for resource in body.resources:
+        code, message = ErrorCode.none, None
+        try:
+            if resource.resource_type != TOPIC_RESOURCE:
+                code = ErrorCode.invalid_request
+                message = (
+                    f"kafkalog alters topic configs only, not resource type "
+                    f"{resource.resource_type} {resource.resource_name!r} (broker configs come "
+                    f"from server.properties)"
+                )
+            elif incremental and any(c.config_operation not in _OP_IDS for c in resource.configs):
+                code, message = ErrorCode.invalid_request, "unknown config operation"
+            else:
+                ops = [
+                    ConfigOp(c.name, OpType(c.config_operation if incremental else 0), c.value)
+                    for c in resource.configs
+                    if incremental or c.value is not None
+                ]
+                ctx.manager.alter_topic_config(
+                    resource.resource_name,
+                    ops,
+                    replace=not incremental,
+                    validate_only=body.validate_only,
+                )
+        except KafkaLogError as err:
+            code, message = error_code(err), str(err)
+        results.append(
+            make(
+                mod,
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return make(mod, response, throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -1,0 +1,97 @@
+"""Altering a topic's config overrides: Kafka's four operations, as pure functions.
+
+Why: ``kafka-configs --alter``, ``AdminClient.incrementalAlterConfigs`` (KIP-339) and the
+older whole-set AlterConfigs all end in one new set of overrides, and the rules are easy to get
+subtly different from Kafka's (APPEND starts from the default when the key has no override;
+SUBTRACT from a key that is not there is no error; APPEND is refused for a non-list key). Here
+the rule is plain data in, the new overrides out, so each case is a line of a test.
+
+Refuses: writing anything (the LogManager persists and applies the result) and accepting an
+unknown key, a duplicated key, or a value the topic config would not parse.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.config_def import Type, render
+from kafkalog.errors import InvalidConfigError
+from kafkalog.log.config import TOPIC_CONFIG, LogConfig
+
+
+class OpType(enum.IntEnum):
+    """Kafka's AlterConfigOp.OpType, with its wire ids."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    name: str
+    op: OpType
+    value: str | None = None
+
+
+def as_ops(updates: Mapping[str, Any] | Iterable[ConfigOp]) -> list[ConfigOp]:
+    """A mapping is the Python form: ``{key: value}`` sets, ``{key: None}`` deletes."""
+    if isinstance(updates, Mapping):
+        return [
+            ConfigOp(k, OpType.DELETE) if v is None else ConfigOp(k, OpType.SET, render(v))
+            for k, v in ((str(k), v) for k, v in updates.items())
+        ]
+    ops = list(updates)
+    for op in ops:
+        if not isinstance(op, ConfigOp):
+            raise InvalidConfigError("config", f"an alteration is a ConfigOp, not {op!r}")
+    return ops
+
+
+def altered(
+    current: Mapping[str, str],
+    ops: Iterable[ConfigOp],
+    defaults: LogConfig,
+    *,
+    replace: bool = False,
+) -> dict[str, str]:
+    """The overrides after ``ops`` (Kafka's ConfigAdminManager.prepareIncrementalConfigs);
+    ``replace``: the legacy AlterConfigs, whose SETs are the whole new set. The result is
+    checked by parsing it as the topic's config."""
+    ops = list(ops)
+    names = [op.name for op in ops]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise InvalidConfigError(duplicated[0], "Error due to duplicate config keys")
+    out: dict[str, str] = {} if replace else dict(current)
+    for op in ops:
+        key = TOPIC_CONFIG.keys.get(op.name)
+        if key is None:
+            raise InvalidConfigError(op.name, f"Unknown topic config name: {op.name}")
+        if op.op is OpType.DELETE:
+            out.pop(op.name, None)
+            continue
+        if op.value is None:
+            raise InvalidConfigError(op.name, f"{op.op.name} needs a value")
+        if op.op is OpType.SET:
+            out[op.name] = op.value
+            continue
+        if key.type is not Type.LIST:
+            verb = "append" if op.op is OpType.APPEND else "subtract"
+            raise InvalidConfigError(
+                op.name, f"Config value {verb} is not allowed for config key: {op.name}"
+            )
+        base = out.get(op.name, defaults.to_properties()[op.name])
+        old = [v for v in base.split(",") if v]
+        given = [v.strip() for v in op.value.split(",") if v.strip()]
+        if op.op is OpType.APPEND:
+            new = old + [v for v in given if v not in old]
+        else:
+            new = [v for v in old if v not in given]
+        out[op.name] = ",".join(new)
+    LogConfig.from_properties(out, defaults=defaults)  # refuse what the topic would not parse
+    return out
