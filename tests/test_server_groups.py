@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer
@@ -324,6 +325,9 @@ def test_kafka_consumer_groups_tool_and_the_console_consumer_group(
         assert "Empty" in groups(bs, "--describe --group jgroup --state")
         again = console(bs, "--group jgroup --max-messages 7")
         assert again == [str(i) for i in range(3, 10)]
+        deleted = groups(bs, "--delete-offsets --group jgroup --topic jg")
+        assert deleted.split()[-3:] == ["jg", "0", "Successful"]
+        assert "jg" not in groups(bs, "--describe --group jgroup")
         groups(bs, "--delete --group jgroup")
         assert groups(bs, "--list").split() == []
     # Kafka's own decoder reads the commits and the deletion's tombstone
@@ -333,3 +337,71 @@ def test_kafka_consumer_groups_tool_and_the_console_consumer_group(
     dumped = tool(dump_log_segments_class(version), "--files", str(segment), "--offsets-decoder")
     assert '"group":"jgroup","topic":"jg","partition":0' in dumped
     assert '"offset":3,' in dumped and "<DELETE>" in dumped
+
+
+def test_offset_delete_spares_the_topics_a_live_consumer_group_subscribes_to(
+    tmp_path: Path,
+) -> None:
+    """KIP-496: with a member subscribed to ``live``, its offsets stay
+    (GROUP_SUBSCRIBED_TO_TOPIC) while those of ``idle`` go, durably."""
+    from kafka.structs import OffsetAndMetadata as CommitOffset
+    from kafka.structs import TopicPartition
+
+    from kafkalog.server.wire import make
+    from server_helpers import decode_response, exchange, frame, request_module
+
+    def offset_delete(port: int, group: str, topics: dict[str, list[int]]) -> object:
+        mod = request_module(47, 0)
+        body = make(
+            mod,
+            "OffsetDeleteRequest",
+            group_id=group,
+            topics=tuple(
+                make(
+                    mod,
+                    "OffsetDeleteRequestTopic",
+                    name=name,
+                    partitions=tuple(
+                        make(mod, "OffsetDeleteRequestPartition", partition_index=p) for p in parts
+                    ),
+                )
+                for name, parts in topics.items()
+            ),
+        )
+        return decode_response(47, 0, exchange(port, frame(47, 0, body)), header_v1=False)
+
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:
+        bs = server.bootstrap_servers
+        _produce(bs, "live", 3)
+        _produce(bs, "idle", 3)
+        consumer = KafkaConsumer(
+            "live", bootstrap_servers=bs, group_id="od", auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(200)
+        consumer.commit(
+            {
+                TopicPartition("live", 0): CommitOffset(2, "", -1),
+                TopicPartition("idle", 0): CommitOffset(1, "", -1),
+            }
+        )
+        port = int(bs.rsplit(":", 1)[1])
+        answer: Any = offset_delete(port, "od", {"live": [0], "idle": [0], "ghost": [0]})
+        codes = {t.name: t.partitions[0].error_code for t in answer.topics}
+        assert answer.error_code == ErrorCode.none
+        assert codes == {
+            "live": ErrorCode.group_subscribed_to_topic,
+            "idle": ErrorCode.none,
+            "ghost": ErrorCode.unknown_topic_or_partition,
+        }
+        assert offset_delete(port, "nobody", {"idle": [0]}).error_code == (  # type: ignore[attr-defined]
+            ErrorCode.group_id_not_found
+        )
+        consumer.close()
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:  # the deletion was durable
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, group_id="od")
+        assert consumer.committed(TopicPartition("live", 0)) == 2
+        assert consumer.committed(TopicPartition("idle", 0)) is None
+        consumer.close()

@@ -1,5 +1,6 @@
 """The group coordinator's APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and DeleteGroups (classic protocol).
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete (classic
+protocol).
 
 Why: consumers that ``subscribe()`` (and every tool that names a ``--group``) need a
 coordinator: membership and rebalances live in ``group.Group``; this module parses each
@@ -32,7 +33,7 @@ logger = logging.getLogger("kafkalog.server")
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH = group_offsets.OFFSET_COMMIT, group_offsets.OFFSET_FETCH
 DESCRIBE_GROUPS, LIST_GROUPS = group_offsets.DESCRIBE_GROUPS, group_offsets.LIST_GROUPS
-DELETE_GROUPS = group_offsets.DELETE_GROUPS
+DELETE_GROUPS, OFFSET_DELETE = group_offsets.DELETE_GROUPS, group_offsets.OFFSET_DELETE
 GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     FIND_COORDINATOR: (0, 4),
     OFFSET_COMMIT: (2, 8),
@@ -44,6 +45,7 @@ GROUP_VERSIONS: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 5),
     LIST_GROUPS: (0, 4),
     DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 SESSION_CHECK_SECONDS = 0.5
 
@@ -75,6 +77,7 @@ class GroupCoordinator:
             DESCRIBE_GROUPS: lambda r: group_offsets.describe_groups(self, r),
             LIST_GROUPS: lambda r: group_offsets.list_groups(self, r),
             DELETE_GROUPS: lambda r: group_offsets.delete_groups(self, r),
+            OFFSET_DELETE: lambda r: group_offsets.offset_delete(self, r),
         }
 
     async def start(self) -> None:

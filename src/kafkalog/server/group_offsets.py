@@ -1,17 +1,19 @@
 """The group coordinator's offset and administration APIs: OffsetCommit, OffsetFetch,
-DescribeGroups, ListGroups, DeleteGroups.
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 Why: a commit is acknowledged only once its records are in ``__consumer_offsets`` (created on
 first use, as Kafka does, with ``offsets.topic.num.partitions`` partitions), so a restart finds
 every offset it acknowledged. Fetching and describing read the coordinator's memory.
 Refuses: commits that break Kafka's rules (a member of another generation, a group completing
 a rebalance, metadata over ``offset.metadata.max.bytes``, a partition that does not exist),
-each with Kafka's per-partition code, and deleting a group that still has members.
+each with Kafka's per-partition code, deleting a group that still has members, and deleting
+the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC).
 """
 
 from __future__ import annotations
 
 import contextlib
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator
 
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 15, 16, 42
+OFFSET_DELETE = 47
+CONSUMER_PROTOCOL = "consumer"
 
 
 def _append_offsets(
@@ -268,3 +272,85 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
                 del coord.groups[group_id]
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
     return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def subscribed_topics(group: Group) -> set[str] | None:
+    """The topics a live consumer group's members subscribe to, read from each member's
+    ConsumerProtocol Subscription (version, topic array, ...); None when unknown (no protocol
+    chosen yet, or metadata that does not parse), which Kafka takes as "every topic"."""
+    if group.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    try:
+        for member in group.members.values():
+            data = member.metadata(group.protocol_name)
+            (count,) = struct.unpack_from(">i", data, 2)
+            pos = 6
+            for _ in range(count):
+                (size,) = struct.unpack_from(">h", data, pos)
+                if size < 0 or pos + 2 + size > len(data):
+                    return None
+                topics.add(data[pos + 2 : pos + 2 + size].decode())
+                pos += 2 + size
+    except (struct.error, StopIteration, UnicodeDecodeError):
+        return None
+    return topics
+
+
+async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
+    """``kafka-consumer-groups --delete-offsets`` (KIP-496): an empty group loses the given
+    offsets; a live consumer group only those of topics no member subscribes to; a live group
+    of another protocol none (NON_EMPTY_GROUP)."""
+    body = request.body
+    mod = payload_module(OFFSET_DELETE, request.api_version, True)
+    group: Group | None = coord.groups.get(body.group_id)
+    top = ErrorCode.none
+    if not body.group_id:
+        top = ErrorCode.invalid_group_id
+    elif group is None or group.state is GroupState.DEAD:
+        top = ErrorCode.group_id_not_found
+    elif group.members and group.protocol_type != CONSUMER_PROTOCOL:
+        top = ErrorCode.non_empty_group
+    if top is not ErrorCode.none or group is None:
+        return make(mod, "OffsetDeleteResponse", error_code=top, throttle_time=NO_THROTTLE,
+                    topics=())  # fmt: skip
+    subscribed = subscribed_topics(group) if group.members else set()
+    known = coord.ctx.manager.topics()
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if not 0 <= p.partition_index < known.get(topic.name, 0):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            elif subscribed is None or topic.name in subscribed:
+                codes[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                codes[tp] = ErrorCode.none
+    doomed = [tp for tp, code in codes.items() if code is ErrorCode.none and tp in group.offsets]
+    if doomed:
+        async with coord.commit_lock:
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (offset_commit_key(body.group_id, *tp), None) for tp in doomed
+            ]
+            await coord.run(_append_offsets, coord, body.group_id, tombstones)
+            for tp in doomed:
+                group.offsets.pop(tp, None)
+    topics = tuple(
+        make(
+            mod,
+            "OffsetDeleteResponseTopic",
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    mod,
+                    "OffsetDeleteResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=codes[(topic.name, p.partition_index)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in body.topics
+    )
+    return make(mod, "OffsetDeleteResponse", error_code=top, throttle_time=NO_THROTTLE,
+                topics=topics)  # fmt: skip
