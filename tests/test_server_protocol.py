@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kafkalog import Record
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.server.broker import SUPPORTED_VERSIONS
+from kafkalog.server.fetch_response import encode_fetch_response
 from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, ProducerIdManager
 from kafkalog.server.wire import (
     FrameReader,
@@ -258,9 +259,11 @@ def test_idempotent_retries_are_answered_with_the_original_offsets(tmp_path: Pat
 def _fetch(broker, version: int = 12, final: bool = False, **kw):  # type: ignore[no-untyped-def]
     request = as_request(1, version, fetch_body(version, "t", 0, **kw))
     result = broker.fetch(request, final=final)
-    body = decode_response(
-        1, version, encode_response(request, result.body), header_v1=version >= 12
-    )
+    frame = encode_fetch_response(request.correlation_id, version, result.response)
+    try:
+        body = decode_response(1, version, frame.to_bytes(), header_v1=version >= 12)
+    finally:
+        frame.close()
     return result, body.responses[0].partitions[0]
 
 

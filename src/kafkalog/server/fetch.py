@@ -2,9 +2,11 @@
 
 Why: "the on-disk format is the wire format": a fetch answers with the segment's bytes as they
 are, never decoded or re-encoded, bounded by the partition's and the response's max bytes
-(KIP-74: the first batch is sent whole even when larger, so a consumer never stalls). A fetch
-that finds fewer than ``min_bytes`` says so, and the transport waits for an append or for
-``max_wait_ms`` and asks again (Kafka's DelayedFetch).
+(KIP-74: the first batch is sent whole even when larger, so a consumer never stalls). Each
+partition's bytes stay in the segment file: the answer holds a descriptor and a range, which the
+transport sends with ``sendfile`` (``fetch_response.py``). A fetch that finds fewer than
+``min_bytes`` says so, and the transport waits for an append or for ``max_wait_ms`` and asks
+again (Kafka's DelayedFetch).
 
 Refuses: replica fetches (``replica_id`` >= 0: there are no followers), and fetch sessions
 (KIP-227): it answers every fetch in full with session id 0, which every client takes as
@@ -22,6 +24,12 @@ from kafkalog.errors import KafkaLogError, OffsetOutOfRangeError
 from kafkalog.log.log import Log
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.fetch_response import (
+    FetchResponseData,
+    OpenSlice,
+    PartitionResponse,
+    TopicResponse,
+)
 from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import IsolationLevel
 
@@ -31,11 +39,14 @@ FETCH, LIST_OFFSETS = 1, 2
 @dataclass(frozen=True, slots=True)
 class FetchResult:
     """A fetch's response and whether it may be sent now (enough bytes, an error, or no
-    more waiting)."""
+    more waiting). The response holds descriptors: ``close()`` it if it is not sent."""
 
-    body: Any
+    response: FetchResponseData
     satisfied: bool
     max_wait_ms: int
+
+    def close(self) -> None:
+        self.response.close()
 
 
 def _isolation(level: int) -> IsolationLevel:
@@ -44,59 +55,49 @@ def _isolation(level: int) -> IsolationLevel:
 
 def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -> FetchResult:
     body, version = request.body, request.api_version
-    mod = payload_module(FETCH, version, True)
     isolation = _isolation(getattr(body, "isolation_level", 0))
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     if body.replica_id >= 0:
-        return FetchResult(_top(mod, ErrorCode.not_leader_or_follower, ()), True, 0)
+        return FetchResult(FetchResponseData(ErrorCode.not_leader_or_follower.value), True, 0)
     remaining = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     errors = False
-    topics = []
-    for topic in body.topics:
-        partitions = []
-        for part in topic.partitions:
-            data, size, failed = _fetch_partition(
-                ctx, mod, topic.topic, part, isolation, remaining, first=total == 0
-            )
-            partitions.append(data)
-            total += size
-            remaining = max(0, remaining - size)
-            errors = errors or failed
-        topics.append(
-            make(mod, "FetchableTopicResponse", topic=topic.topic, partitions=tuple(partitions))
-        )
-    satisfied = final or errors or max_wait_ms <= 0 or total >= body.min_bytes or not topics
-    return FetchResult(_top(mod, ErrorCode.none, tuple(topics)), satisfied, max_wait_ms)
-
-
-def _top(mod: Any, code: ErrorCode, topics: tuple[Any, ...]) -> Any:
-    return make(
-        mod,
-        "FetchResponse",
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        session_id=0,
-        responses=topics,
-    )
+    response = FetchResponseData(ErrorCode.none.value)
+    try:
+        for topic in body.topics:
+            out = TopicResponse(topic.topic)
+            for part in topic.partitions:
+                data = _fetch_partition(
+                    ctx, topic.topic, part, isolation, remaining, first=total == 0
+                )
+                out.partitions.append(data)
+                total += data.records_size
+                remaining = max(0, remaining - data.records_size)
+                errors = errors or data.error_code != ErrorCode.none.value
+            response.topics.append(out)
+    except BaseException:
+        response.close()
+        raise
+    satisfied = final or errors or max_wait_ms <= 0 or total >= body.min_bytes or not body.topics
+    return FetchResult(response, satisfied, max_wait_ms)
 
 
 def _fetch_partition(
     ctx: BrokerContext,
-    mod: Any,
     topic: str,
     part: Any,
     isolation: IsolationLevel,
     remaining: int,
     *,
     first: bool,
-) -> tuple[Any, int, bool]:
-    """One partition's data, its record bytes, and whether it failed."""
+) -> PartitionResponse:
+    """One partition's answer; its records are a slice of the segment file with a descriptor
+    of its own, sent later with ``sendfile``."""
+    index = part.partition
     try:
-        log = ctx.manager.get_log(topic, part.partition)
+        log = ctx.manager.get_log(topic, index)
     except KafkaLogError as err:
-        return _partition(mod, part.partition, error_code(err)), 0, True
-    committed = isolation is IsolationLevel.READ_COMMITTED
+        return PartitionResponse(index, error_code(err).value)
     try:
         info = log.read(
             part.fetch_offset,
@@ -104,42 +105,34 @@ def _fetch_partition(
             min_one_message=first,
             isolation=isolation,
         )
+        records: bytes | OpenSlice = b""
+        if info.records is not None and info.records.size:
+            s = info.records
+            records = OpenSlice(s.dup_descriptor(), s.position, s.size)
     except OffsetOutOfRangeError:
-        return _partition(mod, part.partition, ErrorCode.offset_out_of_range, log), 0, True
+        return _partition(index, ErrorCode.offset_out_of_range, log)
     except KafkaLogError as err:
-        return _partition(mod, part.partition, error_code(err), log), 0, True
-    records = info.records.read() if info.records is not None else b""
+        return _partition(index, error_code(err), log)
     aborted = None
-    if committed:
-        aborted = tuple(
-            make(mod, "AbortedTransaction", producer_id=t.producer_id, first_offset=t.first_offset)
-            for t in info.aborted_transactions or ()
-        )
-    return (
-        _partition(mod, part.partition, ErrorCode.none, log, records, aborted),
-        len(records),
-        False,
-    )
+    if isolation is IsolationLevel.READ_COMMITTED:
+        aborted = [(t.producer_id, t.first_offset) for t in info.aborted_transactions or ()]
+    return _partition(index, ErrorCode.none, log, records, aborted)
 
 
 def _partition(
-    mod: Any,
     index: int,
     code: ErrorCode,
-    log: Log | None = None,
-    records: bytes = b"",
-    aborted: tuple[Any, ...] | None = None,
-) -> Any:
-    return make(
-        mod,
-        "PartitionData",
-        partition_index=index,
-        error_code=code,
-        high_watermark=log.high_watermark if log is not None else -1,
-        last_stable_offset=log.last_stable_offset if log is not None else -1,
-        log_start_offset=log.log_start_offset if log is not None else -1,
-        aborted_transactions=aborted,
-        preferred_read_replica=-1,
+    log: Log,
+    records: bytes | OpenSlice = b"",
+    aborted: list[tuple[int, int]] | None = None,
+) -> PartitionResponse:
+    return PartitionResponse(
+        index,
+        code.value,
+        high_watermark=log.high_watermark,
+        last_stable_offset=log.last_stable_offset,
+        log_start_offset=log.log_start_offset,
+        aborted=aborted,
         records=records,
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 from kafkalog.errors import InvalidConfigError
 from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch import FETCH, FetchResult
+from kafkalog.server.fetch_response import FetchFrame, OpenSlice, encode_fetch_response
 from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.wire import (
     FrameReader,
@@ -145,14 +146,34 @@ class Transport:
     async def _answer(self, queue: asyncio.Queue[bytes], writer: asyncio.StreamWriter) -> None:
         while True:
             response = await self._respond(await queue.get())
-            if response is not None:
+            if isinstance(response, FetchFrame):
+                try:
+                    await self._send_fetch(response, writer)
+                finally:
+                    response.close()
+            elif response is not None:
                 writer.write(response)
                 await writer.drain()
+
+    async def _send_fetch(self, frame: FetchFrame, writer: asyncio.StreamWriter) -> None:
+        """The frame's bytes, and each slice straight from its file (``os.sendfile`` on a
+        plain socket; asyncio falls back to read-and-write where it cannot, as under TLS)."""
+        loop = asyncio.get_running_loop()
+        for part in frame.parts:
+            if not isinstance(part, OpenSlice):
+                writer.write(part)
+                continue
+            await writer.drain()
+            with open(part.fd, "rb", buffering=0, closefd=False) as file:
+                sent = await loop.sendfile(writer.transport, file, part.position, part.size)
+            if sent != part.size:  # the file was cut under us: the frame cannot be finished
+                raise ConnectionError(f"sent {sent} of {part.size} fetched bytes")
+        await writer.drain()
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _respond(self, frame: bytes) -> bytes | None:
+    async def _respond(self, frame: bytes) -> bytes | FetchFrame | None:
         request = await self._run(decode_request, frame, SUPPORTED_VERSIONS)
         if request.body is None:
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
@@ -167,15 +188,25 @@ class Transport:
         body = self.broker.handle(request)
         return None if body is None else encode_response(request, body)
 
-    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, bytes | None]:
+    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, FetchFrame | None]:
         result = self.broker.fetch(request, final=final)
-        return result, encode_response(request, result.body) if result.satisfied else None
+        if not result.satisfied:
+            result.close()
+            return result, None
+        try:
+            return result, encode_fetch_response(
+                request.correlation_id, request.api_version, result.response
+            )
+        except BaseException:
+            result.close()
+            raise
 
-    async def _fetch(self, request: Request) -> bytes:
+    async def _fetch(self, request: Request) -> FetchFrame:
         loop = asyncio.get_running_loop()
         assert self._signal is not None
         woken = self._signal.current()
-        result, encoded = await self._run(self._fetch_once, request, False)
+        encoded: FetchFrame | None
+        result, encoded = await self._fetch_in_worker(request, False)
         deadline = loop.time() + result.max_wait_ms / 1000
         while encoded is None:
             remaining = deadline - loop.time()
@@ -183,5 +214,24 @@ class Transport:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(woken), remaining)
             woken = self._signal.current()
-            result, encoded = await self._run(self._fetch_once, request, loop.time() >= deadline)
-        return bytes(encoded)
+            result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
+        return encoded
+
+    async def _fetch_in_worker(
+        self, request: Request, final: bool
+    ) -> tuple[FetchResult, FetchFrame | None]:
+        """A fetch on a worker thread. If the client goes while it runs, the worker still
+        finishes, and the descriptors it took are closed then rather than leaked."""
+        future = asyncio.get_running_loop().run_in_executor(
+            self._pool, self._fetch_once, request, final
+        )
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_close_abandoned)
+            raise
+
+
+def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result()[0].close()

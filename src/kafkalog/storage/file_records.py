@@ -75,6 +75,12 @@ class FileSlice:
     def records(self) -> MemoryRecords:
         return MemoryRecords(self.read())
 
+    def dup_descriptor(self) -> int:
+        """A descriptor of the caller's own (to close) for sending the range later with
+        ``sendfile``: it stays valid after the segment is closed, renamed or deleted."""
+        with self._file._pinned() as fd:
+            return os.dup(fd)
+
     def to_arrow(self, *, include_headers: bool = True, include_control: bool = False) -> pa.Table:
         """The slice's records as an Arrow table (see ``MemoryRecords.to_arrow``)."""
         return self.records().to_arrow(
