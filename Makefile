@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: demo test lint bench check-java check-mvn kafka-oracle clean
+.PHONY: demo test lint bench check-java check-mvn check-node kafka-oracle interop-clients clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -36,6 +36,19 @@ check-mvn:
 	  echo "       macOS:         brew install maven"; \
 	  exit 1; }
 
+# The KafkaJS scenario test runs Node.js; KafkaJS itself comes from npm into ~/.cache/kafkalog.
+check-node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  echo "error: 'node' and 'npm' must be on PATH: the kafkalog serve tests run KafkaJS."; \
+	  echo "       Debian/Ubuntu: sudo apt-get install -y nodejs npm"; \
+	  echo "       macOS:         brew install node"; \
+	  exit 1; }
+
+# kcat (Debian's package, unpacked without root) and KafkaJS (npm), pinned in
+# tests/interop_clients.py, into ~/.cache/kafkalog; a kcat already on PATH is used as it is.
+interop-clients: $(DEV) check-node
+	$(PY) tests/interop_clients.py
+
 # Resolve each pinned Kafka version (interop/kafka-versions.txt) into Maven's local repository
 # and remember its classpath under ~/.cache/kafkalog; nothing is downloaded into the repo.
 kafka-oracle: $(DEV) check-java check-mvn
@@ -53,7 +66,7 @@ lint: $(DEV)
 # The whole suite in one run, every test on both record codecs: the compiled one (which must
 # have been built) and the pure-Python reference it is checked against (tests/conftest.py).
 # Both halves run the real-Kafka tests: the pure-Python codec must read Kafka's files too.
-test: lint check-java kafka-oracle
+test: lint check-java kafka-oracle interop-clients
 	KAFKALOG_REQUIRE_FAST=1 $(PY) -m pytest
 
 bench: $(DEV) kafka-oracle
