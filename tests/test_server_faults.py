@@ -239,3 +239,55 @@ def test_wrong_arguments_are_one_line_errors(tmp_path: Path) -> None:
     with LogManager([tmp_path]):
         code, out = run("--override", "listeners=PLAINTEXT://127.0.0.1:0")
         assert code != 0 and "lock" in out.lower()
+
+
+def _port(server: object) -> int:
+    return int(server.bootstrap_servers.rsplit(":", 1)[1])  # type: ignore[attr-defined]
+
+
+def test_a_pipelining_client_holds_at_most_a_few_frames_of_the_server(tmp_path: Path) -> None:
+    """A client that pipelines ten slow requests without reading: the server reads one frame
+    ahead of the one it answers and leaves the rest in the socket, then answers all in order."""
+    with serve(tmp_path) as server:
+        assert server.manager is not None and server._transport is not None
+        server.manager.create_topic("t", 1)
+        server.manager.get_log("t").append([Record(b"x")])
+        waits = [fetch_body(12, "t", 0, offset=0, min_bytes=10**6, max_wait_ms=150)] * 10
+        with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+            sock.sendall(b"".join(frame(1, 12, body, i) for i, body in enumerate(waits)))
+            peak, deadline = 0, time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                peak = max(peak, server._transport.queued_requests)
+                time.sleep(0.01)
+            answers = [decode_response(1, 12, read_frame(sock), header_v1=True) for _ in waits]
+        assert 1 <= peak <= 3  # answering one, one queued, one read and waiting for room
+        assert all(a.responses[0].partitions[0].records for a in answers)
+        for _ in range(100):
+            if server._transport.queued_requests == 0:
+                break
+            time.sleep(0.02)
+        assert server._transport.queued_requests == 0
+
+
+def test_queued_max_requests_bounds_unanswered_frames_across_connections(tmp_path: Path) -> None:
+    """With ``queued.max.requests=2`` and two long polls read from one client, another
+    client's request is read only once one of them is answered (Kafka's request queue)."""
+    with serve(tmp_path, overrides={"queued.max.requests": "2"}) as server:
+        assert server.manager is not None and server._transport is not None
+        server.manager.create_topic("t", 1)
+        slow = fetch_body(12, "t", 0, offset=0, min_bytes=10**6, max_wait_ms=800)
+        port = _port(server)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as busy:
+            busy.sendall(frame(1, 12, slow, 1) + frame(1, 12, slow, 2))
+            time.sleep(0.2)
+            assert server._transport.queued_requests == 2
+            started = time.monotonic()
+            assert _api_versions_ok(port)
+            waited = time.monotonic() - started
+            read_frame(busy)
+            read_frame(busy)
+        assert waited >= 0.4  # it waited for the first long poll to end
+    with serve(tmp_path) as server:
+        started = time.monotonic()
+        assert _api_versions_ok(_port(server))
+        assert time.monotonic() - started < 0.4

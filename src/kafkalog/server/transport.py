@@ -35,6 +35,11 @@ from kafkalog.server.wire import (
 logger = logging.getLogger("kafkalog.server")
 
 READ_CHUNK = 1 << 16
+# Complete frames a connection may have waiting behind the one being answered. Kafka reads
+# one request per connection and mutes it until the answer is sent; one frame read ahead
+# keeps the worker busy while a connection's memory stays a few frames of
+# socket.request.max.bytes at most.
+READ_AHEAD = 1
 
 
 class AppendSignal:
@@ -63,7 +68,9 @@ class Transport:
         self.broker = broker
         settings = broker.context.settings
         self._max_request = settings.max_request_bytes
-        self._queued_max = settings.queued_max_requests
+        # queued.max.requests: frames read and not yet answered, across all connections
+        self._slots = asyncio.Semaphore(settings.queued_max_requests)
+        self.queued_requests = 0
         self._pool = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="kafkalog-io")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -119,41 +126,61 @@ class Transport:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Read frames ahead into a queue of ``queued.max.requests`` (reading pauses when it is
-        full) while another task answers them in order. When the client closes, the requests
-        it did not wait for are dropped, as Kafka drops a closed channel's responses; an append
-        already running on a worker thread still completes."""
-        queue: asyncio.Queue[bytes] = asyncio.Queue(self._queued_max)
-        reading = asyncio.create_task(self._read_frames(reader, queue))
-        answering = asyncio.create_task(self._answer(queue, writer))
+        """Read frames ahead (``READ_AHEAD`` behind the one being answered; reading, and so
+        the client's TCP window, pauses beyond that, or while the whole server holds
+        ``queued.max.requests`` unanswered frames) while another task answers them in order.
+        When the client closes, the requests it did not wait for are dropped, as Kafka drops a
+        closed channel's responses; an append already running on a worker thread completes."""
+        queue: asyncio.Queue[bytes] = asyncio.Queue(READ_AHEAD)
+        held = [0]  # this connection's share of queued.max.requests
+        reading = asyncio.create_task(self._read_frames(reader, queue, held))
+        answering = asyncio.create_task(self._answer(queue, writer, held))
         try:
             await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             reading.cancel()
             answering.cancel()
             outcomes = await asyncio.gather(reading, answering, return_exceptions=True)
+            for _ in range(held[0]):  # frames read and never answered
+                self._release_slot()
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 raise outcome
 
-    async def _read_frames(self, reader: asyncio.StreamReader, queue: asyncio.Queue[bytes]) -> None:
+    async def _read_frames(
+        self, reader: asyncio.StreamReader, queue: asyncio.Queue[bytes], held: list[int]
+    ) -> None:
         frames = FrameReader(self._max_request)
         while data := await reader.read(READ_CHUNK):
             frames.feed(data)
             while (frame := frames.next_frame()) is not None:
+                await self._slots.acquire()
+                held[0] += 1
+                self.queued_requests += 1
                 await queue.put(frame)
 
-    async def _answer(self, queue: asyncio.Queue[bytes], writer: asyncio.StreamWriter) -> None:
+    def _release_slot(self) -> None:
+        self.queued_requests -= 1
+        self._slots.release()
+
+    async def _answer(
+        self, queue: asyncio.Queue[bytes], writer: asyncio.StreamWriter, held: list[int]
+    ) -> None:
         while True:
-            response = await self._respond(await queue.get())
-            if isinstance(response, FetchFrame):
-                try:
-                    await self._send_fetch(response, writer)
-                finally:
-                    response.close()
-            elif response is not None:
-                writer.write(response)
-                await writer.drain()
+            frame = await queue.get()
+            try:
+                response = await self._respond(frame)
+                if isinstance(response, FetchFrame):
+                    try:
+                        await self._send_fetch(response, writer)
+                    finally:
+                        response.close()
+                elif response is not None:
+                    writer.write(response)
+                    await writer.drain()
+            finally:
+                held[0] -= 1
+                self._release_slot()
 
     async def _send_fetch(self, frame: FetchFrame, writer: asyncio.StreamWriter) -> None:
         """The frame's bytes, and each slice straight from its file (``os.sendfile`` on a
