@@ -14,33 +14,42 @@ from kafkalog.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.manager.config_ops import ConfigOp, OpType, altered, as_ops
+from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType, altered, as_ops
 
-SET, DELETE, APPEND, SUBTRACT = OpType.SET, OpType.DELETE, OpType.APPEND, OpType.SUBTRACT
+SET, DELETE, APPEND, SUBTRACT = (
+    AlterConfigOpType.SET,
+    AlterConfigOpType.DELETE,
+    AlterConfigOpType.APPEND,
+    AlterConfigOpType.SUBTRACT,
+)
 DEFAULTS = LogConfig()
 
 # (current overrides, operations, the overrides after)
 CASES = [
-    ({}, [ConfigOp("retention.ms", SET, "1000")], {"retention.ms": "1000"}),
-    ({"retention.ms": "5"}, [ConfigOp("retention.ms", DELETE)], {}),
-    ({}, [ConfigOp("retention.ms", DELETE)], {}),  # deleting what is not set is no error
+    ({}, [AlterConfigOp("retention.ms", SET, "1000")], {"retention.ms": "1000"}),
+    ({"retention.ms": "5"}, [AlterConfigOp("retention.ms", DELETE)], {}),
+    ({}, [AlterConfigOp("retention.ms", DELETE)], {}),  # deleting what is not set is no error
     # APPEND starts from the default when the key has no override
-    ({}, [ConfigOp("cleanup.policy", APPEND, "compact")], {"cleanup.policy": "delete,compact"}),
+    (
+        {},
+        [AlterConfigOp("cleanup.policy", APPEND, "compact")],
+        {"cleanup.policy": "delete,compact"},
+    ),
     (
         {"cleanup.policy": "compact"},
-        [ConfigOp("cleanup.policy", APPEND, "compact,delete")],
+        [AlterConfigOp("cleanup.policy", APPEND, "compact,delete")],
         {"cleanup.policy": "compact,delete"},
     ),
     (
         {"cleanup.policy": "compact,delete"},
-        [ConfigOp("cleanup.policy", SUBTRACT, "delete")],
+        [AlterConfigOp("cleanup.policy", SUBTRACT, "delete")],
         {"cleanup.policy": "compact"},
     ),
     # an empty cleanup.policy is allowed (Kafka 3.x+: neither deletes nor compacts)
-    ({}, [ConfigOp("cleanup.policy", SUBTRACT, "delete")], {"cleanup.policy": ""}),
+    ({}, [AlterConfigOp("cleanup.policy", SUBTRACT, "delete")], {"cleanup.policy": ""}),
     (
         {"segment.ms": "9"},
-        [ConfigOp("segment.ms", SET, "10"), ConfigOp("retention.bytes", SET, "7")],
+        [AlterConfigOp("segment.ms", SET, "10"), AlterConfigOp("retention.bytes", SET, "7")],
         {"segment.ms": "10", "retention.bytes": "7"},
     ),
 ]
@@ -48,32 +57,32 @@ CASES = [
 
 @pytest.mark.parametrize(("current", "ops", "after"), CASES)
 def test_each_operation_gives_kafkas_overrides(
-    current: dict[str, str], ops: list[ConfigOp], after: dict[str, str]
+    current: dict[str, str], ops: list[AlterConfigOp], after: dict[str, str]
 ) -> None:
     assert altered(current, ops, DEFAULTS) == after
 
 
 def test_replace_makes_the_sets_the_whole_new_set() -> None:
-    ops = [ConfigOp("retention.ms", SET, "1")]
+    ops = [AlterConfigOp("retention.ms", SET, "1")]
     assert altered({"segment.ms": "9"}, ops, DEFAULTS, replace=True) == {"retention.ms": "1"}
 
 
 @pytest.mark.parametrize(
     ("ops", "message"),
     [
-        ([ConfigOp("retention.ms", APPEND, "1")], "append is not allowed for config key"),
-        ([ConfigOp("segment.ms", SUBTRACT, "1")], "subtract is not allowed for config key"),
-        ([ConfigOp("no.such.key", SET, "1")], "Unknown topic config name: no.such.key"),
-        ([ConfigOp("retention.ms", SET, "soon")], "retention.ms"),
-        ([ConfigOp("cleanup.policy", APPEND, "tidy")], "cleanup.policy"),
-        ([ConfigOp("retention.ms", SET, None)], "SET needs a value"),
+        ([AlterConfigOp("retention.ms", APPEND, "1")], "append is not allowed for config key"),
+        ([AlterConfigOp("segment.ms", SUBTRACT, "1")], "subtract is not allowed for config key"),
+        ([AlterConfigOp("no.such.key", SET, "1")], "Unknown topic config name: no.such.key"),
+        ([AlterConfigOp("retention.ms", SET, "soon")], "retention.ms"),
+        ([AlterConfigOp("cleanup.policy", APPEND, "tidy")], "cleanup.policy"),
+        ([AlterConfigOp("retention.ms", SET, None)], "SET needs a value"),
         (
-            [ConfigOp("retention.ms", SET, "1"), ConfigOp("retention.ms", DELETE)],
+            [AlterConfigOp("retention.ms", SET, "1"), AlterConfigOp("retention.ms", DELETE)],
             "duplicate config keys",
         ),
     ],
 )
-def test_what_kafka_refuses_is_refused_with_the_key(ops: list[ConfigOp], message: str) -> None:
+def test_what_kafka_refuses_is_refused_with_the_key(ops: list[AlterConfigOp], message: str) -> None:
     with pytest.raises(InvalidConfigError, match=message):
         altered({}, ops, DEFAULTS)
 
@@ -81,11 +90,11 @@ def test_what_kafka_refuses_is_refused_with_the_key(ops: list[ConfigOp], message
 def test_the_mapping_form_sets_and_deletes() -> None:
     ops = as_ops({"retention.ms": 5, "preallocate": True, "segment.ms": None})
     assert ops == [
-        ConfigOp("retention.ms", SET, "5"),
-        ConfigOp("preallocate", SET, "true"),
-        ConfigOp("segment.ms", DELETE),
+        AlterConfigOp("retention.ms", SET, "5"),
+        AlterConfigOp("preallocate", SET, "true"),
+        AlterConfigOp("segment.ms", DELETE),
     ]
-    with pytest.raises(InvalidConfigError, match="ConfigOp"):
+    with pytest.raises(InvalidConfigError, match="AlterConfigOp"):
         as_ops([("retention.ms", 0, "1")])  # type: ignore[list-item]
 
 
@@ -105,7 +114,7 @@ def test_an_alteration_is_persisted_and_applied_to_the_open_logs(tmp_path: Path)
         # retention follows the new retention.ms on the next pass
         log.roll()
         clock.advance(10_000)
-        manager.alter_topic_config("t", [ConfigOp("retention.ms", SET, "1000")])
+        manager.alter_topic_config("t", [AlterConfigOp("retention.ms", SET, "1000")])
         assert manager.run_retention() == 1
         with pytest.raises(UnknownTopicOrPartitionError, match="nope"):
             manager.alter_topic_config("nope", {"retention.ms": 1})
@@ -127,7 +136,7 @@ def test_compaction_starts_when_the_policy_becomes_compact(tmp_path: Path) -> No
         log.roll()
         log.update_high_watermark(log.log_end_offset)
         assert manager.run_cleaner() == []
-        manager.alter_topic_config("t", [ConfigOp("cleanup.policy", APPEND, "compact")])
+        manager.alter_topic_config("t", [AlterConfigOp("cleanup.policy", APPEND, "compact")])
         assert len(manager.run_cleaner()) == 1
         assert len(list(log.read_records(0, 1 << 20))) == 5
 

@@ -42,7 +42,7 @@ from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.producer_batches import ProducerFields
-from kafkalog.manager import LogManager, ManagerConfig
+from kafkalog.manager import AlterConfigOp, AlterConfigOpType, LogManager, ManagerConfig
 from kafkalog.records import (
     AbortedTransaction,
     BatchScanner,
@@ -68,6 +68,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbortedTransaction",
+    "AlterConfigOp",
+    "AlterConfigOpType",
     "BatchScanner",
     "Clock",
     "CompressionType",

@@ -22,8 +22,8 @@ from kafkalog.errors import InvalidConfigError
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 
 
-class OpType(enum.IntEnum):
-    """Kafka's AlterConfigOp.OpType, with its wire ids."""
+class AlterConfigOpType(enum.IntEnum):
+    """Kafka's AlterConfigOp.AlterConfigOpType, with its wire ids."""
 
     SET = 0
     DELETE = 1
@@ -32,29 +32,30 @@ class OpType(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigOp:
+class AlterConfigOp:
     name: str
-    op: OpType
+    op: AlterConfigOpType
     value: str | None = None
 
 
-def as_ops(updates: Mapping[str, Any] | Iterable[ConfigOp]) -> list[ConfigOp]:
+def as_ops(updates: Mapping[str, Any] | Iterable[AlterConfigOp]) -> list[AlterConfigOp]:
     """A mapping is the Python form: ``{key: value}`` sets, ``{key: None}`` deletes."""
     if isinstance(updates, Mapping):
+        set_, delete = AlterConfigOpType.SET, AlterConfigOpType.DELETE
         return [
-            ConfigOp(k, OpType.DELETE) if v is None else ConfigOp(k, OpType.SET, render(v))
+            AlterConfigOp(k, delete) if v is None else AlterConfigOp(k, set_, render(v))
             for k, v in ((str(k), v) for k, v in updates.items())
         ]
     ops = list(updates)
     for op in ops:
-        if not isinstance(op, ConfigOp):
-            raise InvalidConfigError("config", f"an alteration is a ConfigOp, not {op!r}")
+        if not isinstance(op, AlterConfigOp):
+            raise InvalidConfigError("config", f"an alteration is a AlterConfigOp, not {op!r}")
     return ops
 
 
 def altered(
     current: Mapping[str, str],
-    ops: Iterable[ConfigOp],
+    ops: Iterable[AlterConfigOp],
     defaults: LogConfig,
     *,
     replace: bool = False,
@@ -72,23 +73,23 @@ def altered(
         key = TOPIC_CONFIG.keys.get(op.name)
         if key is None:
             raise InvalidConfigError(op.name, f"Unknown topic config name: {op.name}")
-        if op.op is OpType.DELETE:
+        if op.op is AlterConfigOpType.DELETE:
             out.pop(op.name, None)
             continue
         if op.value is None:
             raise InvalidConfigError(op.name, f"{op.op.name} needs a value")
-        if op.op is OpType.SET:
+        if op.op is AlterConfigOpType.SET:
             out[op.name] = op.value
             continue
         if key.type is not Type.LIST:
-            verb = "append" if op.op is OpType.APPEND else "subtract"
+            verb = "append" if op.op is AlterConfigOpType.APPEND else "subtract"
             raise InvalidConfigError(
                 op.name, f"Config value {verb} is not allowed for config key: {op.name}"
             )
         base = out.get(op.name, defaults.to_properties()[op.name])
         old = [v for v in base.split(",") if v]
         given = [v.strip() for v in op.value.split(",") if v.strip()]
-        if op.op is OpType.APPEND:
+        if op.op is AlterConfigOpType.APPEND:
             new = old + [v for v in given if v not in old]
         else:
             new = [v for v in old if v not in given]

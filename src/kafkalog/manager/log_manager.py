@@ -32,7 +32,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
-from kafkalog.manager.config_ops import ConfigOp, altered, as_ops
+from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig
@@ -249,13 +249,13 @@ class LogManager:
     def alter_topic_config(
         self,
         topic: str,
-        updates: Mapping[str, Any] | Iterable[ConfigOp],
+        updates: Mapping[str, Any] | Iterable[AlterConfigOp],
         *,
         replace: bool = False,
         validate_only: bool = False,
     ) -> dict[str, str]:
         """Change a topic's overrides (``kafka-configs --alter``, KIP-339): ``{key: value}``
-        sets, ``{key: None}`` deletes, ``ConfigOp``s also APPEND/SUBTRACT list values;
+        sets, ``{key: None}`` deletes, ``AlterConfigOp``s also APPEND/SUBTRACT list values;
         ``replace`` makes the SETs the whole new set (the legacy AlterConfigs). The result is
         persisted, then applied to the open logs at once. Returns the new overrides."""
         with self._lock:

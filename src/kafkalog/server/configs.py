@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from kafkalog.config_def import Type
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
-from kafkalog.manager.config_ops import ConfigOp, OpType
+from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
 from kafkalog.manager.server_config import TOPIC_CONFIG_SYNONYMS
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
@@ -43,7 +43,7 @@ _CONFIG_TYPES = {
     Type.LIST: 7,
 }
 _KAFKA_DEFAULTS = LogConfig().to_properties()
-_OP_IDS = frozenset(op.value for op in OpType)
+_OP_IDS = frozenset(op.value for op in AlterConfigOpType)
 
 
 def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
@@ -152,7 +152,7 @@ def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) ->
                 code, message = ErrorCode.invalid_request, "unknown config operation"
             else:
                 ops = [
-                    ConfigOp(c.name, OpType(c.config_operation if incremental else 0), c.value)
+                    AlterConfigOp(c.name, _op_type(c.config_operation, incremental), c.value)
                     for c in resource.configs
                     if incremental or c.value is not None
                 ]
@@ -175,3 +175,8 @@ def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) ->
             )
         )
     return make(mod, response, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def _op_type(wire_id: int, incremental: bool) -> AlterConfigOpType:
+    """The legacy AlterConfigs has no operation: every entry is a SET."""
+    return AlterConfigOpType(wire_id) if incremental else AlterConfigOpType.SET
