@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import struct
 import subprocess
 import threading
 import time
@@ -405,3 +406,80 @@ def test_offset_delete_spares_the_topics_a_live_consumer_group_subscribes_to(
         assert consumer.committed(TopicPartition("live", 0)) == 2
         assert consumer.committed(TopicPartition("idle", 0)) is None
         consumer.close()
+
+
+# --- expiry of committed offsets (KIP-211) --------------------------------------------------------
+
+
+def _subscription(*topics: str) -> bytes:
+    """A ConsumerProtocol Subscription v0: version, topics, null user data."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+def test_which_offsets_expire_follows_kip_211() -> None:
+    from kafkalog.server.group_offsets import expired_offsets
+
+    day = 86_400_000
+
+    def committed(at: int) -> OffsetAndMetadata:
+        return OffsetAndMetadata(5, -1, "", at)
+
+    async def scenario() -> None:
+        # a group that only stores offsets (assign + commit): each by its own commit time
+        standalone = _group()
+        standalone.offsets = {("a", 0): committed(0), ("b", 0): committed(5 * day)}
+        assert expired_offsets(standalone, 7 * day, 7 * day) == [("a", 0)]
+        # a stable consumer group: only topics no member subscribes to
+        group = _group()
+        protocols = [("range", _subscription("a"))]
+        first = await group.join(_req(protocols=protocols))
+        joined = await group.join(_req(first.member_id, protocols=protocols))
+        await group.sync(joined.member_id, joined.generation, None, {joined.member_id: b""})
+        assert group.state is GroupState.STABLE
+        group.offsets = {("a", 0): committed(0), ("b", 0): committed(0)}
+        assert expired_offsets(group, 30 * day, 7 * day) == [("b", 0)]
+        # once it is empty: everything, counted from when it became empty
+        assert group.leave(joined.member_id, None) == ErrorCode.none
+        assert group.state is GroupState.EMPTY and group.emptied_at_ms is not None
+        emptied = group.emptied_at_ms
+        assert expired_offsets(group, emptied + 7 * day - 1, 7 * day) == []
+        assert expired_offsets(group, emptied + 7 * day, 7 * day) == [("a", 0), ("b", 0)]
+
+    asyncio.run(scenario())
+
+
+def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: Path) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata as CommitOffset
+
+    from kafkalog.server.group_offsets import expire_offsets
+
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:
+        bs = server.bootstrap_servers
+        _produce(bs, "e", 3)
+        consumer = KafkaConsumer(bootstrap_servers=bs, group_id="old")
+        consumer.commit({TopicPartition("e", 0): CommitOffset(2, "", -1)})
+        consumer.close()
+        other = KafkaConsumer(bootstrap_servers=bs, group_id="recent")
+        other.commit({TopicPartition("e", 0): CommitOffset(1, "", -1)})
+        other.close()
+        assert server.loop is not None and server._transport is not None
+        coordinator = server._transport.groups
+        old = coordinator.groups["old"].offsets[("e", 0)].commit_timestamp
+        coordinator.groups["recent"].offsets[("e", 0)] = dataclasses.replace(
+            coordinator.groups["recent"].offsets[("e", 0)], commit_timestamp=old + 8 * 86_400_000
+        )
+        week = 7 * 86_400_000
+        run = asyncio.run_coroutine_threadsafe(expire_offsets(coordinator, old + week), server.loop)
+        assert run.result(30) == 1
+        assert "old" not in coordinator.groups and "recent" in coordinator.groups
+    with serve(tmp_path, overrides=FAST_GROUPS) as server:
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, group_id="old")
+        assert consumer.committed(TopicPartition("e", 0)) is None
+        consumer.close()
+        recent = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, group_id="recent")
+        assert recent.committed(TopicPartition("e", 0)) == 1
+        recent.close()

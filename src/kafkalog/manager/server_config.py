@@ -127,7 +127,7 @@ class BrokerKeys:
     )  # fmt: skip
     queued_max_requests: int = define(
         "queued.max.requests", Type.INT, 500,
-        "Requests read ahead of their responses on one connection before reading pauses.",
+        "Requests read and not yet answered, across all connections, before reading pauses.",
         at_least(1),
     )  # fmt: skip
     offsets_topic_num_partitions: int = define(
@@ -143,6 +143,14 @@ class BrokerKeys:
     )  # fmt: skip
     group_max_session_timeout_ms: int = define(
         "group.max.session.timeout.ms", Type.INT, 1800000, "The longest session timeout allowed.",
+    )  # fmt: skip
+    offsets_retention_minutes: int = define(
+        "offsets.retention.minutes", Type.INT, 10080,
+        "How long an empty group's committed offsets are kept (KIP-211).", at_least(1),
+    )  # fmt: skip
+    offsets_retention_check_interval_ms: int = define(
+        "offsets.retention.check.interval.ms", Type.LONG, 600000,
+        "How often committed offsets are checked for expiry.", at_least(1),
     )  # fmt: skip
     offset_metadata_max_bytes: int = define(
         "offset.metadata.max.bytes", Type.INT, 4096,

@@ -77,6 +77,8 @@ class BrokerSettings:
     min_session_timeout_ms: int
     max_session_timeout_ms: int
     offset_metadata_max_bytes: int
+    offsets_retention_ms: int
+    offsets_retention_check_interval_ms: int
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -117,6 +119,8 @@ class BrokerSettings:
             min_session_timeout_ms=b.group_min_session_timeout_ms,
             max_session_timeout_ms=b.group_max_session_timeout_ms,
             offset_metadata_max_bytes=b.offset_metadata_max_bytes,
+            offsets_retention_ms=b.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=b.offsets_retention_check_interval_ms,
         )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,10 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from kafkalog.server.offsets_topic import OffsetAndMetadata
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class GroupState(enum.Enum):
@@ -106,6 +111,8 @@ class Group:
     pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # wall-clock ms of the last change to Empty (Kafka's currentStateTimestamp, for expiry)
+    emptied_at_ms: int | None = None
     _timer: asyncio.TimerHandle | None = None
     _delay_until: float = 0.0
 
@@ -268,6 +275,7 @@ class Group:
         self.generation += 1
         if not self.members:
             self.state, self.protocol_name, self.leader_id = GroupState.EMPTY, None, None
+            self.emptied_at_ms = wall_clock_ms()
             return
         self.protocol_name = self._select_protocol()
         if self.leader_id not in self.members:
@@ -391,6 +399,7 @@ class Group:
             else:
                 self.generation += 1
                 self.state, self.protocol_name = GroupState.EMPTY, None
+                self.emptied_at_ms = wall_clock_ms()
         elif self.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join()
             if not self.members and self.state is GroupState.PREPARING_REBALANCE:

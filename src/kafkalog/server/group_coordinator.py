@@ -22,9 +22,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.errors import KafkaLogError
 from kafkalog.server import group_offsets
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.group import Group, JoinRequest
+from kafkalog.server.group import Group, JoinRequest, wall_clock_ms
 from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets
 from kafkalog.server.wire import Request, make, payload_module
 
@@ -66,6 +67,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.commit_lock = asyncio.Lock()
         self._expiry: asyncio.Task[None] | None = None
+        self._offsets_expiry: asyncio.Task[None] | None = None
         self._handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
             FIND_COORDINATOR: self.find_coordinator,
             OFFSET_COMMIT: lambda r: group_offsets.offset_commit(self, r),
@@ -88,11 +90,13 @@ class GroupCoordinator:
         if loaded:
             logger.info("loaded the committed offsets of %d groups", len(loaded))
         self._expiry = asyncio.create_task(self._expire_sessions())
+        self._offsets_expiry = asyncio.create_task(self._expire_offsets())
 
     async def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            await asyncio.gather(self._expiry, return_exceptions=True)
+        tasks = [t for t in (self._expiry, self._offsets_expiry) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _expire_sessions(self) -> None:
         while True:
@@ -100,6 +104,18 @@ class GroupCoordinator:
             for group in list(self.groups.values()):
                 for member_id in group.expire_sessions():
                     logger.info("member %s of group %s timed out", member_id, group.group_id)
+
+    async def _expire_offsets(self) -> None:
+        """Kafka's offsets-retention check, every ``offsets.retention.check.interval.ms``."""
+        while True:
+            await asyncio.sleep(self.ctx.settings.offsets_retention_check_interval_ms / 1000)
+            try:
+                count = await group_offsets.expire_offsets(self, wall_clock_ms())
+            except KafkaLogError:
+                logger.exception("could not expire old committed offsets; trying again later")
+                continue
+            if count:
+                logger.info("removed %d expired committed offsets", count)
 
     def handles(self, api_key: int) -> bool:
         return api_key in self._handlers

@@ -1,9 +1,10 @@
 """The group coordinator's offset and administration APIs: OffsetCommit, OffsetFetch,
-DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and the expiry of old offsets.
 
 Why: a commit is acknowledged only once its records are in ``__consumer_offsets`` (created on
 first use, as Kafka does, with ``offsets.topic.num.partitions`` partitions), so a restart finds
-every offset it acknowledged. Fetching and describing read the coordinator's memory.
+every offset it acknowledged. Fetching and describing read the coordinator's memory. Offsets
+expire as KIP-211 says: an empty group's ``offsets.retention.minutes`` after it became empty.
 Refuses: commits that break Kafka's rules (a member of another generation, a group completing
 a rebalance, metadata over ``offset.metadata.max.bytes``, a partition that does not exist),
 each with Kafka's per-partition code, deleting a group that still has members, and deleting
@@ -354,3 +355,50 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
     )
     return make(mod, "OffsetDeleteResponse", error_code=top, throttle_time=NO_THROTTLE,
                 topics=topics)  # fmt: skip
+
+
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """The offsets due to expire (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): all of
+    an empty group's, ``retention_ms`` after it became empty (after each commit when that time
+    is unknown, as for a group loaded at start); a group that only stores offsets (no
+    protocol: ``assign`` and commit) by each commit's time; a stable consumer group only those
+    of topics no member subscribes to, by commit time; none of any other group."""
+    spared: set[str] = set()
+    base: int | None = None
+    if group.protocol_type is not None and not group.members:
+        base = group.emptied_at_ms
+    elif group.protocol_type is not None:
+        subscribed = subscribed_topics(group)
+        if group.protocol_type != CONSUMER_PROTOCOL or group.state is not GroupState.STABLE:
+            return []
+        if subscribed is None:
+            return []
+        spared = subscribed
+    return [
+        tp
+        for tp, committed in group.offsets.items()
+        if tp[0] not in spared
+        and now_ms - (committed.commit_timestamp if base is None else base) >= retention_ms
+    ]
+
+
+async def expire_offsets(coord: GroupCoordinator, now_ms: int) -> int:
+    """Tombstone every expired offset in ``__consumer_offsets`` and forget it; a group left
+    empty with no offsets is removed (Dead). Returns how many offsets expired."""
+    retention = coord.ctx.settings.offsets_retention_ms
+    expired = 0
+    for group_id, group in list(coord.groups.items()):
+        doomed = expired_offsets(group, now_ms, retention)
+        if doomed:
+            async with coord.commit_lock:
+                tombstones: list[tuple[bytes, bytes | None]] = [
+                    (offset_commit_key(group_id, *tp), None) for tp in doomed
+                ]
+                await coord.run(_append_offsets, coord, group_id, tombstones)
+                for tp in doomed:
+                    group.offsets.pop(tp, None)
+            expired += len(doomed)
+        if not group.members and not group.offsets and group.state is GroupState.EMPTY:
+            group.state = GroupState.DEAD
+            coord.groups.pop(group_id, None)
+    return expired

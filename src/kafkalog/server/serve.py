@@ -54,6 +54,7 @@ class KafkaServer:
         self.manager: LogManager | None = None
         self._transport: Transport | None = None
         self._stop_event: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
 
     @property
     def bootstrap_servers(self) -> str:
@@ -63,7 +64,7 @@ class KafkaServer:
         return f"{host}:{self._transport.port}"
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         manager = await loop.run_in_executor(None, LogManager.from_server_config, self.config)
         try:
             producer_ids = ProducerIdManager(self.config.log_dirs)
