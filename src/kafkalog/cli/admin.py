@@ -1,6 +1,6 @@
-"""``topics``, ``verify``, ``recover``, ``retention`` and ``compact``: managing log directories.
+"""``verify``, ``recover``, ``retention`` and ``compact``: managing log directories.
 
-Why: the kafka-topics view of a directory, a read-only integrity check that names the segment,
+Why: a read-only integrity check that names the segment,
 position and offset of any damage, an explicit recovery that says what it truncated or rebuilt,
 and the background tasks run once on demand. ``verify`` never opens a Log (opening recovers,
 and a check must not repair). Refuses: editing data by hand.
@@ -127,76 +127,6 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
             LeaderEpochCheckpointFile(epochs).read()
         except CorruptCheckpointError as err:
             report.problems.append(str(err))
-
-
-@click.command()
-@log_dirs_option
-@click.option("--create", "action", flag_value="create", help="Create --topic.")
-@click.option("--list", "action", flag_value="list", help="List topics.")
-@click.option("--describe", "action", flag_value="describe", help="Describe topics.")
-@click.option("--delete", "action", flag_value="delete", help="Delete --topic.")
-@click.option("--topic", help="The topic to act on.")
-@click.option("--partitions", type=int, default=1, show_default=True)
-@click.option("--config", "configs", multiple=True, help="A topic override, key=value.")
-@user_errors
-def topics(
-    log_dirs: str,
-    action: str | None,
-    topic: str | None,
-    partitions: int,
-    configs: tuple[str, ...],
-) -> None:
-    """Create, list, describe and delete topics, like kafka-topics.
-
-    \b
-    Examples:
-      kafkalog topics --log-dirs data --create --topic clicks --partitions 4 \\
-          --config cleanup.policy=compact
-      kafkalog topics --log-dirs data --describe --topic clicks
-    """
-    if action is None:
-        raise click.UsageError("one of --create, --list, --describe, --delete is needed")
-    if action in ("create", "delete") and not topic:
-        raise click.UsageError(f"--{action} needs --topic")
-    dirs = [Path(d) for d in log_dirs.split(",") if d]
-    if action != "create":
-        existing_dirs(log_dirs)
-    with LogManager(dirs) as manager:
-        if action == "create":
-            assert topic is not None
-            manager.create_topic(topic, partitions, parse_configs(configs))
-            click.echo(f"Created topic {topic}.")
-        elif action == "list":
-            for name in sorted(manager.topics()):
-                click.echo(name)
-        elif action == "delete":
-            assert topic is not None
-            manager.delete_topic(topic)
-            click.echo(f"Topic {topic} is marked for deletion.")
-        else:
-            names = [topic] if topic else sorted(manager.topics())
-            for name in names:
-                _describe(manager, name)
-
-
-def _describe(manager: LogManager, topic: str) -> None:
-    count = manager.topics().get(topic)
-    if count is None:
-        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-    overrides = manager.topic_overrides(topic)
-    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    # kafka-topics --describe's header line; kafkalog keeps one replica
-    click.echo(
-        f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
-        f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
-    )
-    for p in range(count):
-        log = manager.get_log(topic, p)
-        click.echo(
-            f"\tTopic: {topic}\tPartition: {p}\tLogStartOffset: {log.log_start_offset}\t"
-            f"LogEndOffset: {log.log_end_offset}\tSize: {log.size_in_bytes}\t"
-            f"Segments: {log.number_of_segments}\tLogDir: {manager.log_dir_of(topic, p)}"
-        )
 
 
 @click.command()

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kafkalog.cli import admin, console, perf
+from kafkalog.cli import admin, console, perf, tools, topics
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
 from kafkalog.cli.errors import user_errors
@@ -147,7 +147,11 @@ def dump_log_cmd(
 
 
 for command in (
-    admin.topics,
+    topics.topics,
+    tools.configs,
+    tools.get_offsets,
+    tools.delete_records,
+    tools.log_dirs,
     admin.verify,
     admin.recover,
     admin.retention,

@@ -1,0 +1,195 @@
+"""``configs``, ``get-offsets``, ``delete-records`` and ``log-dirs``: Kafka's admin tools
+(kafka-configs, kafka-get-offsets, kafka-delete-records, kafka-log-dirs) over log directories.
+
+Why: the same flags and the same output a Kafka user's scripts already parse -- a
+``topic:partition:offset`` line per partition, the delete-records JSON file and its
+``low_watermark`` lines, kafka-log-dirs' JSON -- acting on the files instead of a broker.
+
+Refuses: entity types other than topics (broker configs belong in ``server.properties``), and
+a delete-records offset past the high watermark (Kafka's OFFSET_OUT_OF_RANGE, per partition).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+from kafkalog.cli.admin import existing_dirs, log_dirs_option
+from kafkalog.cli.errors import user_errors
+from kafkalog.cli.topics import matching, node_id
+from kafkalog.errors import InvalidArgumentError, InvalidConfigError, KafkaLogError
+from kafkalog.log.config import TOPIC_CONFIG
+from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
+from kafkalog.manager.log_manager import LogManager
+from kafkalog.types import IsolationLevel
+
+# ListOffsets' special timestamps, by GetOffsetShell's names
+TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
+_PAIR = re.compile(r"([^=,]+)=(\[[^\]]*\]|[^,]*)")
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """kafka-configs' ``--add-config``: ``k1=v1,k2=[v2,v3]``; brackets group a list value."""
+    out: dict[str, str] = {}
+    rest = text.strip()
+    while rest:
+        match = _PAIR.match(rest)
+        if match is None:
+            raise InvalidConfigError("--add-config", f"{text!r} is not k1=v1,k2=[v2,v3]")
+        key, value = match.group(1).strip(), match.group(2).strip()
+        out[key] = value[1:-1] if value.startswith("[") else value
+        rest = rest[match.end() :].lstrip(",").strip()
+    return out
+
+
+@click.command()
+@log_dirs_option
+@click.option("--entity-type", type=click.Choice(["topics"]), default="topics", show_default=True)
+@click.option("--entity-name", required=True, help="The topic.")
+@click.option("--describe", "action", flag_value="describe", help="Show the topic's configs.")
+@click.option("--alter", "action", flag_value="alter", help="Change them.")
+@click.option("--add-config", help="k1=v1,k2=[v2,v3]: set these overrides.")
+@click.option("--delete-config", help="k1,k2: remove these overrides (back to the default).")
+@click.option("--all", "show_all", is_flag=True, help="Describe every key, not only overrides.")
+@user_errors
+def configs(
+    log_dirs: str,
+    entity_type: str,
+    entity_name: str,
+    action: str | None,
+    add_config: str | None,
+    delete_config: str | None,
+    show_all: bool,
+) -> None:
+    """Describe or alter a topic's configs, like kafka-configs.
+
+    \b
+    Examples:
+      kafkalog configs --log-dirs data --entity-name clicks --describe
+      kafkalog configs --log-dirs data --entity-name clicks --alter \\
+          --add-config retention.ms=3600000,cleanup.policy=[compact,delete]
+      kafkalog configs --log-dirs data --entity-name clicks --alter --delete-config retention.ms
+    """
+    if action is None:
+        raise click.UsageError("one of --describe, --alter is needed")
+    if action == "alter" and not (add_config or delete_config):
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        manager.get_log(entity_name, 0)  # UnknownTopicOrPartition for a missing topic
+        if action == "alter":
+            ops = [
+                AlterConfigOp(k, AlterConfigOpType.SET, v)
+                for k, v in parse_add_config(add_config or "").items()
+            ]
+            ops += [
+                AlterConfigOp(k.strip(), AlterConfigOpType.DELETE)
+                for k in (delete_config or "").split(",")
+                if k.strip()
+            ]
+            manager.alter_topic_config(entity_name, ops)
+            click.echo(f"Completed updating config for topic {entity_name}.")
+            return
+        overrides = manager.topic_overrides(entity_name)
+        if not show_all:
+            click.echo(f"Dynamic configs for topic {entity_name} are:")
+            for k, v in sorted(overrides.items()):
+                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
+            return
+        click.echo(f"All configs for topic {entity_name} are:")
+        values = manager.topic_config(entity_name).to_properties()
+        for k in sorted(TOPIC_CONFIG.keys):
+            source = "DYNAMIC_TOPIC_CONFIG" if k in overrides else "DEFAULT_CONFIG"
+            click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{source}:{k}={values[k]}}}")
+
+
+@click.command("get-offsets")
+@log_dirs_option
+@click.option("--topic", help="A regular expression; every topic without it.")
+@click.option("--partitions", help="Comma-separated partition numbers; all without it.")
+@click.option("--time", "time_", default="latest", show_default=True,
+              help="latest (-1), earliest (-2), max-timestamp (-3) or ms.")  # fmt: skip
+@user_errors
+def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_: str) -> None:
+    """Print topic:partition:offset for each partition, like kafka-get-offsets: the offset of
+    the first record at or after --time, or the special offsets."""
+    try:
+        when = TIMES[time_] if time_ in TIMES else int(time_)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"--time {time_!r}: latest, earliest, max-timestamp or ms"
+        ) from None
+    wanted = None
+    if partitions:
+        try:
+            wanted = {int(p) for p in partitions.split(",") if p.strip()}
+        except ValueError:
+            raise InvalidArgumentError(
+                f"--partitions {partitions!r}: comma-separated numbers"
+            ) from None
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        for name in matching(manager, topic, if_exists=True):
+            for p in range(manager.topics()[name]):
+                if wanted is not None and p not in wanted:
+                    continue
+                found = manager.get_log(name, p).list_offsets(when, IsolationLevel.READ_UNCOMMITTED)
+                click.echo(f"{name}:{p}:{'' if found is None else found.offset}")
+
+
+@click.command("delete-records")
+@log_dirs_option
+@click.option("--offset-json-file", required=True, type=click.Path(dir_okay=False),
+              help='{"partitions":[{"topic":"t","partition":0,"offset":4}]}')  # fmt: skip
+@user_errors
+def delete_records(log_dirs: str, offset_json_file: str) -> None:
+    """Move each listed partition's log start offset up (offset -1: the high watermark), like
+    kafka-delete-records; the segments below it go with the next retention pass."""
+    try:
+        spec = json.loads(Path(offset_json_file).read_text(encoding="utf-8"))
+        targets = [(e["topic"], int(e["partition"]), int(e["offset"])) for e in spec["partitions"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InvalidArgumentError(f"--offset-json-file {offset_json_file}: {err}") from err
+    click.echo("Executing records delete operation")
+    results = []
+    with LogManager(existing_dirs(log_dirs)) as manager:
+        for topic, partition, offset in targets:
+            try:
+                log = manager.get_log(topic, partition)
+                log.maybe_increment_log_start_offset(log.high_watermark if offset == -1 else offset)
+                results.append(
+                    f"partition: {topic}-{partition}\tlow_watermark: {log.log_start_offset}"
+                )
+            except KafkaLogError as err:
+                results.append(f"partition: {topic}-{partition}\terror: {err}")
+    click.echo("Records delete operation completed:")
+    for line in results:
+        click.echo(line)
+
+
+@click.command("log-dirs")
+@log_dirs_option
+@click.option("--describe", is_flag=True, required=True, help="Describe the log directories.")
+@click.option("--topic-list", help="Comma-separated topics; all without it.")
+@user_errors
+def log_dirs(log_dirs: str, describe: bool, topic_list: str | None) -> None:
+    """Each log directory's partitions and sizes as kafka-log-dirs' JSON."""
+    dirs = existing_dirs(log_dirs)
+    topics = None if not topic_list else {t for t in topic_list.split(",") if t}
+    with LogManager(dirs) as manager:
+        described = []
+        for d in manager.log_dirs:
+            parts = [
+                {"partition": f"{tp.topic}-{tp.partition}", "size": log.size_in_bytes,
+                 "offsetLag": 0, "isFuture": False}
+                for tp, log in manager.logs().items()
+                if (topics is None or tp.topic in topics)
+                and manager.log_dir_of(tp.topic, tp.partition) == d
+            ]  # fmt: skip
+            described.append({"partitions": parts, "error": None, "logDir": str(d)})
+    node = node_id(dirs)
+    click.echo("Querying brokers for log directories information")
+    click.echo(f"Received log directory information from brokers {node}")
+    document = {"brokers": [{"broker": node, "logDirs": described}], "version": 1}
+    click.echo(json.dumps(document, separators=(",", ":")))

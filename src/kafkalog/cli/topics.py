@@ -1,0 +1,149 @@
+"""``kafkalog topics``: kafka-topics over log directories.
+
+Why: a Kafka user reaches for kafka-topics' flags and reads its output; here they act on the
+files directly (no broker). ``--topic`` is a regular expression for everything but
+``--create``, as in Kafka; ``--if-exists``/``--if-not-exists`` turn the missing/existing topic
+into no error; the describe lines carry Kafka's fields for a single node (Leader, Replicas and
+Isr are that node) followed by kafkalog's own (offsets, size, segments, log dir).
+
+Refuses: a replication factor other than 1 (one copy of each partition is all there is), and
+``--alter --config`` (Kafka 3.0 removed it; ``kafkalog configs --alter`` changes configs).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from kafkalog.cli.admin import existing_dirs, log_dirs_option, parse_configs
+from kafkalog.cli.errors import user_errors
+from kafkalog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOrPartitionError
+from kafkalog.manager.log_manager import LogManager
+
+ACTIONS = ("create", "list", "describe", "alter", "delete")
+
+
+def node_id(log_dirs: list[Path]) -> int:
+    """The broker id a directory's ``meta.properties`` names (Kafka writes it), else 1:
+    ``kafkalog serve``'s default ``node.id``."""
+    for d in log_dirs:
+        meta = d / "meta.properties"
+        if meta.is_file():
+            for line in meta.read_text(encoding="latin-1").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() in ("node.id", "broker.id") and value.strip().isdigit():
+                    return int(value.strip())
+    return 1
+
+
+def matching(manager: LogManager, pattern: str | None, *, if_exists: bool) -> list[str]:
+    """Topics whose name the regular expression matches whole (all without ``--topic``)."""
+    names = sorted(manager.topics())
+    if pattern is None:
+        return names
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise InvalidConfigError(
+            "--topic", f"{pattern!r} is not a regular expression: {err}"
+        ) from None
+    found = [n for n in names if regex.fullmatch(n)]
+    if not found and not if_exists:
+        raise UnknownTopicOrPartitionError(f"Topic '{pattern}' does not exist as expected")
+    return found
+
+
+@click.command()
+@log_dirs_option
+@click.option("--create", "action", flag_value="create", help="Create --topic.")
+@click.option("--list", "action", flag_value="list", help="List topics.")
+@click.option("--describe", "action", flag_value="describe", help="Describe topics.")
+@click.option("--alter", "action", flag_value="alter", help="Add partitions (--partitions).")
+@click.option("--delete", "action", flag_value="delete", help="Delete topics.")
+@click.option("--topic", help="The topic to create; a regular expression for the others.")
+@click.option("--partitions", type=int, help="Partitions to create with, or to grow to.")
+@click.option("--replication-factor", type=int, help="Accepted when 1: one copy is kept.")
+@click.option("--config", "configs", multiple=True, help="A topic override, key=value (create).")
+@click.option("--if-exists", is_flag=True, help="No error when the topic is missing.")
+@click.option("--if-not-exists", is_flag=True, help="No error when the topic exists (create).")
+@user_errors
+def topics(
+    log_dirs: str,
+    action: str | None,
+    topic: str | None,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_exists: bool,
+    if_not_exists: bool,
+) -> None:
+    """Create, list, describe, alter and delete topics, like kafka-topics.
+
+    \b
+    Examples:
+      kafkalog topics --log-dirs data --create --topic clicks --partitions 4 \\
+          --config cleanup.policy=compact
+      kafkalog topics --log-dirs data --alter --topic clicks --partitions 6
+      kafkalog topics --log-dirs data --describe --topic 'click.*'
+    """
+    if action is None:
+        raise click.UsageError(f"one of {', '.join('--' + a for a in ACTIONS)} is needed")
+    if action in ("create", "alter", "delete") and not topic:
+        raise click.UsageError(f"--{action} needs --topic")
+    if replication_factor is not None and action != "create":
+        raise click.UsageError("--replication-factor goes with --create only")
+    if replication_factor not in (None, 1):
+        raise InvalidConfigError(
+            "--replication-factor",
+            f"kafkalog keeps one copy of each partition, not {replication_factor}",
+        )
+    if configs and action != "create":
+        raise click.UsageError("--config goes with --create only; use kafkalog configs --alter")
+    if action == "alter" and partitions is None:
+        raise click.UsageError("--alter needs --partitions")
+    dirs = [Path(d) for d in log_dirs.split(",") if d]
+    if action != "create":
+        existing_dirs(log_dirs)
+    with LogManager(dirs) as manager:
+        if action == "create":
+            assert topic is not None
+            try:
+                manager.create_topic(topic, partitions, parse_configs(configs))
+            except TopicExistsError:
+                if not if_not_exists:
+                    raise
+                return
+            click.echo(f"Created topic {topic}.")
+            return
+        names = matching(manager, topic, if_exists=if_exists)
+        for name in names:
+            if action == "list":
+                click.echo(name)
+            elif action == "describe":
+                _describe(manager, name, node_id(dirs))
+            elif action == "alter":
+                assert partitions is not None
+                manager.create_partitions(name, partitions)
+            else:
+                manager.delete_topic(name)
+                click.echo(f"Topic {name} is marked for deletion.")
+
+
+def _describe(manager: LogManager, topic: str, node: int) -> None:
+    count = manager.topics()[topic]
+    overrides = manager.topic_overrides(topic)
+    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    click.echo(
+        f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
+        f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
+    )
+    for p in range(count):
+        log = manager.get_log(topic, p)
+        click.echo(
+            f"\tTopic: {topic}\tPartition: {p}\tLeader: {node}\tReplicas: {node}\tIsr: {node}\t"
+            f"LogStartOffset: {log.log_start_offset}\tLogEndOffset: {log.log_end_offset}\t"
+            f"Size: {log.size_in_bytes}\tSegments: {log.number_of_segments}\t"
+            f"LogDir: {manager.log_dir_of(topic, p)}"
+        )
