@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import cleaner, codec, manager, spark, storage
+from bench import cleaner, codec, manager, serve, spark, storage
 from bench.harness import Row, fmt, machine
 
 SUITES = {
@@ -17,6 +17,7 @@ SUITES = {
     "manager": manager.run,
     "cleaner": cleaner.run,
     "spark": spark.run,
+    "serve": serve.run,
 }
 ROOT = Path(__file__).resolve().parent.parent
 
