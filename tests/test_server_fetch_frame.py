@@ -121,8 +121,17 @@ def test_a_slice_is_sent_from_the_file_and_outlives_the_segments_deletion(tmp_pa
         os.fstat(fd)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(under: Path) -> int:
+    """This process's descriptors open on files below ``under`` (other tests' threads may
+    open and close descriptors of their own meanwhile)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        count += target.startswith(str(under))
+    return count
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="counts descriptors in /proc")
@@ -138,7 +147,7 @@ def test_no_descriptor_is_left_open_by_answered_or_waiting_fetches_of_clients_th
         port = int(server.bootstrap_servers.rsplit(":", 1)[1])
         for round_ in range(11):
             if round_ == 1:  # the first read opens the segment's reader for good
-                before = _open_fds()
+                before = _open_fds(tmp_path)
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 answered = fetch_body(12, "t", 0, offset=round_ % 20)
                 sock.sendall(frame(1, 12, answered, 1))
@@ -149,10 +158,10 @@ def test_no_descriptor_is_left_open_by_answered_or_waiting_fetches_of_clients_th
                 sock.sendall(frame(1, 12, waiting, 2))
                 time.sleep(0.3)  # the server is waiting on it when the client goes
         for _ in range(50):  # the abandoned waits end as their connections close
-            if _open_fds() <= before:
+            if _open_fds(tmp_path) <= before:
                 break
             time.sleep(0.1)
-        assert _open_fds() <= before
+        assert _open_fds(tmp_path) <= before
 
 
 def test_a_broker_fetch_holds_descriptors_until_closed(tmp_path: Path) -> None:
@@ -161,9 +170,9 @@ def test_a_broker_fetch_holds_descriptors_until_closed(tmp_path: Path) -> None:
         manager.create_topic("t", 1, LogConfig().to_properties(only_overrides=True))
         manager.get_log("t", 0).append([Record(b"x" * 100)])
         broker.fetch(as_request(1, 12, fetch_body(12, "t", 0, offset=0))).close()
-        before = _open_fds()
+        before = _open_fds(tmp_path)
         result = broker.fetch(as_request(1, 12, fetch_body(12, "t", 0, offset=0)))
-        assert _open_fds() == before + 1
+        assert _open_fds(tmp_path) == before + 1
         result.close()
         result.close()  # twice is harmless
-        assert _open_fds() == before
+        assert _open_fds(tmp_path) == before
