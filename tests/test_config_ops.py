@@ -147,3 +147,26 @@ def test_a_closed_manager_alters_nothing(tmp_path: Path) -> None:
     manager.close()
     with pytest.raises(KafkaLogError, match="closed"):
         manager.alter_topic_config("t", {"retention.ms": 1})
+
+
+def test_an_alteration_that_cannot_be_written_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafkalog.errors import KafkaStorageError
+    from kafkalog.manager.log_dir import LogDirectory
+
+    with LogManager(tmp_path) as manager:
+        (log,) = manager.create_topic("t", 1, {"retention.ms": "5000"})
+
+        def full_disk(self: LogDirectory, configs: object) -> None:
+            raise KafkaStorageError("No space left on device")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(LogDirectory, "write_topic_configs", full_disk)
+            with pytest.raises(KafkaStorageError):
+                manager.alter_topic_config("t", {"retention.ms": 1, "segment.ms": 1000})
+        assert manager.topic_overrides("t") == {"retention.ms": "5000"}
+        assert log.config.retention_ms == 5000
+        manager.create_topic("other", 1)  # the next write must not persist the failed one
+    with LogManager(tmp_path) as manager:
+        assert manager.topic_overrides("t") == {"retention.ms": "5000"}

@@ -267,7 +267,11 @@ class LogManager:
             if validate_only or new == current:
                 return new
             self._topic_configs[topic] = new
-            self._write_topic_configs()
+            try:
+                self._write_topic_configs()
+            except BaseException:  # a full disk: memory must not say what the files do not
+                self._topic_configs[topic] = current
+                raise
             config = self.topic_config(topic)
             for tp, (log, _) in self._logs.items():
                 if tp.topic == topic:
