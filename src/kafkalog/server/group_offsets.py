@@ -55,6 +55,22 @@ def _append_offsets(
     log.append([Record(value, key) for key, value in rows])
 
 
+async def _delete_offsets(
+    coord: GroupCoordinator, group: Group, tps: list[tuple[str, int]]
+) -> None:
+    """Tombstone ``tps`` of ``group`` in ``__consumer_offsets``, then forget them: a deletion
+    is durable before anyone is told (DeleteGroups, OffsetDelete, expiry)."""
+    if not tps:
+        return
+    async with coord.commit_lock:
+        tombstones: list[tuple[bytes, bytes | None]] = [
+            (offset_commit_key(group.group_id, *tp), None) for tp in tps
+        ]
+        await coord.run(_append_offsets, coord, group.group_id, tombstones)
+        for tp in tps:
+            group.offsets.pop(tp, None)
+
+
 async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(OFFSET_COMMIT, version, True)
@@ -263,14 +279,9 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
             code = ErrorCode.non_empty_group
         else:
             code = ErrorCode.none
-            tombstones: list[tuple[bytes, bytes | None]] = [
-                (offset_commit_key(group_id, *tp), None) for tp in group.offsets
-            ]
-            async with coord.commit_lock:
-                if tombstones:
-                    await coord.run(_append_offsets, coord, group_id, tombstones)
-                group.state = GroupState.DEAD
-                del coord.groups[group_id]
+            await _delete_offsets(coord, group, list(group.offsets))
+            group.state = GroupState.DEAD
+            coord.groups.pop(group_id, None)
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
     return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
 
@@ -328,14 +339,7 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
             else:
                 codes[tp] = ErrorCode.none
     doomed = [tp for tp, code in codes.items() if code is ErrorCode.none and tp in group.offsets]
-    if doomed:
-        async with coord.commit_lock:
-            tombstones: list[tuple[bytes, bytes | None]] = [
-                (offset_commit_key(body.group_id, *tp), None) for tp in doomed
-            ]
-            await coord.run(_append_offsets, coord, body.group_id, tombstones)
-            for tp in doomed:
-                group.offsets.pop(tp, None)
+    await _delete_offsets(coord, group, doomed)
     topics = tuple(
         make(
             mod,
@@ -368,9 +372,9 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
     if group.protocol_type is not None and not group.members:
         base = group.emptied_at_ms
     elif group.protocol_type is not None:
-        subscribed = subscribed_topics(group)
         if group.protocol_type != CONSUMER_PROTOCOL or group.state is not GroupState.STABLE:
             return []
+        subscribed = subscribed_topics(group)
         if subscribed is None:
             return []
         spared = subscribed
@@ -389,15 +393,8 @@ async def expire_offsets(coord: GroupCoordinator, now_ms: int) -> int:
     expired = 0
     for group_id, group in list(coord.groups.items()):
         doomed = expired_offsets(group, now_ms, retention)
-        if doomed:
-            async with coord.commit_lock:
-                tombstones: list[tuple[bytes, bytes | None]] = [
-                    (offset_commit_key(group_id, *tp), None) for tp in doomed
-                ]
-                await coord.run(_append_offsets, coord, group_id, tombstones)
-                for tp in doomed:
-                    group.offsets.pop(tp, None)
-            expired += len(doomed)
+        await _delete_offsets(coord, group, doomed)
+        expired += len(doomed)
         if not group.members and not group.offsets and group.state is GroupState.EMPTY:
             group.state = GroupState.DEAD
             coord.groups.pop(group_id, None)
