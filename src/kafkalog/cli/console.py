@@ -8,18 +8,18 @@ partition per batch of lines, as the sticky partitioner does. Refuses: partial l
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator
-from typing import TextIO
 
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.formatter import MessageFormatter
+from kafkalog.cli.line_reader import LineMessageReader, lines
 from kafkalog.errors import (
-    InvalidArgumentError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
@@ -34,46 +34,23 @@ CHUNK = 1000
 
 
 def parse_properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    """Kafka's ``key=value`` arguments (a missing value is the empty string, as Kafka's
+    ``parseKeyValueArgs``), with ``\\t``, ``\\n``, ``\\r``, ``\\\\`` and ``\\uXXXX`` unescaped
+    for shells that cannot type a tab; any other character, ASCII or not, stays as it is."""
     out = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--property")
-        out[key.strip()] = value.encode().decode("unicode_escape")
+        key, _, value = pair.partition("=")
+        out[key.strip()] = _ESCAPE.sub(_unescape, value)
     return out
 
 
-def parse_line(line: str, props: dict[str, str]) -> Record:
-    headers: list[tuple[str, bytes | None]] = []
-    if props.get("parse.headers", "false") == "true":
-        delimiter = props.get("headers.delimiter", "\t")
-        head, sep, line = line.partition(delimiter)
-        if not sep:
-            raise InvalidArgumentError(f"no headers delimiter {delimiter!r} in {line!r}")
-        for item in head.split(props.get("headers.separator", ",")):
-            if item:
-                k, _, v = item.partition(props.get("headers.key.separator", ":"))
-                headers.append((k, None if v == props.get("null.marker") else v.encode()))
-    key: bytes | None = None
-    if props.get("parse.key", "false") == "true":
-        separator = props.get("key.separator", "\t")
-        k, sep, line = line.partition(separator)
-        if not sep:
-            raise InvalidArgumentError(f"no key separator {separator!r} in {k!r}")
-        key = k.encode()
-    value = None if line == props.get("null.marker") else line.encode()
-    return Record(value, key, headers, timestamp=int(time.time() * 1000))
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[tnr\\])")
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}
 
 
-def _chunks(stream: TextIO) -> Iterator[list[str]]:
-    chunk: list[str] = []
-    for raw in stream:
-        chunk.append(raw.rstrip("\n"))
-        if len(chunk) >= CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return chr(int(code[1:], 16)) if code[0] == "u" else _ESCAPES[code]
 
 
 def partition_count(manager: LogManager, topic: str) -> int:
@@ -83,33 +60,73 @@ def partition_count(manager: LogManager, topic: str) -> int:
     return count
 
 
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 @click.command()
 @log_dirs_option
 @click.option("--topic", required=True)
 @click.option("--partition", type=int, default=None, help="Default: Kafka's partitioner.")
-@click.option("--compression", default="none", show_default=True)
-@click.option("--property", "props", multiple=True, help="parse.key=true, key.separator=...")
+@click.option(
+    "--compression-codec",
+    "--compression",
+    "compression",
+    type=click.Choice(CODECS),
+    is_flag=False,
+    flag_value="gzip",
+    default="none",
+    show_default=True,
+    help="As Kafka's: the flag alone means gzip.",
+)
+@click.option("--sync", is_flag=True, help="Append each line as its own batch, as Kafka's.")
+@click.option(
+    "--property",
+    "props",
+    multiple=True,
+    help="Kafka's LineMessageReader properties: parse.key, key.separator, parse.headers, "
+    "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error.",
+)
 @user_errors
 def produce(
-    log_dirs: str, topic: str, partition: int | None, compression: str, props: tuple[str, ...]
+    log_dirs: str,
+    topic: str,
+    partition: int | None,
+    compression: str,
+    sync: bool,
+    props: tuple[str, ...],
 ) -> None:
-    """Append stdin lines to a topic, like kafka-console-producer.
+    """Append stdin lines to a topic, like kafka-console-producer: lines end at \\n, \\r\\n
+    or \\r and are read as UTF-8. A line that cannot be parsed stops the command; the lines
+    before it are written, as Kafka's producer has sent them by then.
 
     \b
     Example:
       printf 'u1:hello\\nu2:world\\n' | kafkalog produce --log-dirs data --topic clicks \\
           --property parse.key=true --property key.separator=:
     """
-    properties = parse_properties(props)
+    reader = LineMessageReader.from_properties(parse_properties(props))
+    chunk_size = 1 if sync else CHUNK
     with LogManager(existing_dirs(log_dirs)) as manager:
         count = partition_count(manager, topic)
+        if partition is not None and not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of {topic!r} does not exist (it has {count})"
+            )
         sticky = 0
         written = 0
-        stdin: TextIO = sys.stdin
-        for lines in _chunks(stdin):
-            by_partition: dict[int, list[Record]] = {}
-            for line in lines:
-                record = parse_line(line, properties)
+        by_partition: dict[int, list[Record]] = {}
+
+        def flush() -> None:
+            nonlocal sticky, written
+            for p, records in sorted(by_partition.items()):
+                manager.get_log(topic, p).append(records, compression=compression)
+                written += len(records)
+            by_partition.clear()
+            sticky = (sticky + 1) % count
+
+        try:
+            for number, line in enumerate(lines(sys.stdin.buffer), start=1):
+                record = reader.record(line, number, int(time.time() * 1000))
                 if partition is not None:
                     target = partition
                 elif record.key is not None:
@@ -117,11 +134,11 @@ def produce(
                 else:
                     target = sticky
                 by_partition.setdefault(target, []).append(record)
-            sticky = (sticky + 1) % count
-            for p, records in sorted(by_partition.items()):
-                manager.get_log(topic, p).append(records, compression=compression)
-                written += len(records)
-        click.echo(f"wrote {written} record(s) to {topic}", err=True)
+                if number % chunk_size == 0:
+                    flush()
+        finally:
+            flush()
+            click.echo(f"wrote {written} record(s) to {topic}", err=True)
 
 
 @click.command()
