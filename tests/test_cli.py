@@ -268,7 +268,8 @@ def test_perf_produce_and_consume_print_kafkas_summaries(tmp_path: Path) -> None
     run("topics", "--log-dirs", str(tmp_path), "--create", "--topic", "p", "--partitions", "3")
     code, out, _ = run(
         "perf", "produce", "--log-dirs", str(tmp_path), "--topic", "p", "--num-records", "1000",
-        "--record-size", "50", "--batch-size", "1024", "--compression-type", "lz4",
+        "--record-size", "50", "--throughput", "-1", "--producer-props", "batch.size=1024",
+        "compression.type=lz4",
     )  # fmt: skip
     assert code == 0
     summary = out.strip()
@@ -281,11 +282,12 @@ def test_perf_produce_and_consume_print_kafkas_summaries(tmp_path: Path) -> None
         with Log.open(tmp_path / f"p-{p}") as log:
             ends.append(log.log_end_offset)
     assert sum(ends) == 1000 and all(ends)  # sticky batches spread over every partition
-    code, out, _ = run(
+    code, out, err = run(
         "perf", "consume", "--log-dirs", str(tmp_path), "--topic", "p", "--messages", "700"
     )
     assert code == 0
-    header, values, latency = out.splitlines()
+    header, values = out.splitlines()
+    (latency,) = err.splitlines()
     assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, ")
     fields = values.split(", ")
     assert len(fields) == 10 and int(fields[4]) >= 700
@@ -296,7 +298,7 @@ def test_perf_produce_and_consume_print_kafkas_summaries(tmp_path: Path) -> None
 
 
 def test_throttler_and_percentiles_are_exact() -> None:
-    from kafkalog.cli.perf import LatencyStats, ThroughputThrottler
+    from kafkalog.cli.perf_stats import LatencyStats, ThroughputThrottler
 
     now = [0.0]
     slept: list[float] = []

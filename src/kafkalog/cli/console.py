@@ -19,6 +19,7 @@ from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.formatter import MessageFormatter
 from kafkalog.cli.line_reader import LineMessageReader, lines
+from kafkalog.cli.producer_props import CODECS
 from kafkalog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
@@ -58,9 +59,6 @@ def partition_count(manager: LogManager, topic: str) -> int:
     if count is None:
         raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
     return count
-
-
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 @click.command()

@@ -1,20 +1,19 @@
 """``perf produce`` and ``perf consume``: kafka-producer-perf-test and kafka-consumer-perf-test.
 
 Why: the first question about a log on a new machine is how fast it takes and serves records.
-These drive the library the way a producer and a consumer would (a producer builds batches of
-``--batch-size`` bytes and appends them; a consumer fetches ``--fetch-size`` bytes and decodes
-every record) and print Kafka's summary lines. Latencies are in-process, so they are printed
-with two decimals where Kafka prints whole milliseconds. Refuses: creating the topic (as Kafka's
-tools do, it must exist) and reporting anything it did not time.
+These take Kafka's flags and drive the library the way a producer and a consumer would (a
+producer fills batches of ``batch.size`` bytes and appends them; a consumer fetches
+``--fetch-size`` bytes and decodes every record), printing Kafka's lines (perf_stats.py).
+Deliberate differences, said in ``--help``: no ``--bootstrap-server`` or group (the log is on
+disk), so neither --producer-props nor --producer.config is required. Refuses: creating the
+topic (as Kafka's tools do, it must exist), transactions, and reporting anything it did not time.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from pathlib import Path
 
 import click
 import pyarrow as pa
@@ -23,97 +22,26 @@ import pyarrow.compute as pc
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.console import partition_count
 from kafkalog.cli.errors import user_errors
-from kafkalog.cli.progress import progress
+from kafkalog.cli.perf_stats import (
+    CONSUMER_HEADER,
+    DETAILED_HEADER,
+    MB,
+    REPORTING_INTERVAL_MS,
+    LatencyStats,
+    ProducerStats,
+    ThroughputThrottler,
+    consumer_progress,
+    consumer_summary,
+    fetch_latency_line,
+    metrics_table,
+)
+from kafkalog.cli.producer_props import ProducerSettings, read_properties_file
 from kafkalog.errors import InvalidArgumentError
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import MemoryRecords
 from kafkalog.records.columnar import RecordColumns
-from kafkalog.types import CompressionType
 
-Wrap = Callable[[Callable[..., object]], Callable[..., object]]
-MB = 1024 * 1024
 RECORD_OVERHEAD = 8  # a v2 record's framing beside its value, for filling a batch
-
-
-class ThroughputThrottler:
-    """Keep the send rate at or under ``target`` records/s (Kafka's ThroughputThrottler)."""
-
-    def __init__(
-        self,
-        target: float,
-        clock: Callable[[], float] = time.perf_counter,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.target = target
-        self.clock = clock
-        self.sleep = sleep
-        self.start = clock()
-
-    def throttle(self, sent: int) -> None:
-        if self.target <= 0:
-            return
-        ahead = sent / self.target - (self.clock() - self.start)
-        if ahead > 0:
-            self.sleep(ahead)
-
-
-@dataclass
-class LatencyStats:
-    """Latencies in ms; percentiles by rank over every sample, as Kafka's tools report them."""
-
-    samples: list[float] = field(default_factory=list)
-
-    def percentile(self, p: float) -> float:
-        if not self.samples:
-            return 0.0
-        ordered = sorted(self.samples)
-        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-    @property
-    def max(self) -> float:
-        return max(self.samples, default=0.0)
-
-    @property
-    def avg(self) -> float:
-        return sum(self.samples) / len(self.samples) if self.samples else 0.0
-
-
-def producer_summary(count: int, seconds: float, nbytes: int, latency: LatencyStats) -> str:
-    rate = count / seconds if seconds > 0 else 0.0
-    mb_rate = nbytes / MB / seconds if seconds > 0 else 0.0
-    return (
-        f"{count} records sent, {rate:.1f} records/sec ({mb_rate:.2f} MB/sec), "
-        f"{latency.avg:.2f} ms avg latency, {latency.max:.2f} ms max latency, "
-        f"{latency.percentile(0.5):.2f} ms 50th, {latency.percentile(0.95):.2f} ms 95th, "
-        f"{latency.percentile(0.99):.2f} ms 99th, {latency.percentile(0.999):.2f} ms 99.9th."
-    )
-
-
-CONSUMER_HEADER = (
-    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
-)
-
-
-def _when(epoch_seconds: float) -> str:
-    stamp = datetime.fromtimestamp(epoch_seconds)
-    return stamp.strftime("%Y-%m-%d %H:%M:%S:") + f"{stamp.microsecond // 1000:03d}"
-
-
-def consumer_summary(
-    start: float, end: float, nbytes: int, count: int, latency: LatencyStats
-) -> list[str]:
-    seconds = max(end - start, 1e-9)
-    mb = nbytes / MB
-    return [
-        CONSUMER_HEADER,
-        f"{_when(start)}, {_when(end)}, {mb:.4f}, {mb / seconds:.4f}, {count}, "
-        f"{count / seconds:.4f}, 0, {seconds * 1000:.0f}, {mb / seconds:.4f}, "
-        f"{count / seconds:.4f}",
-        f"fetch latency: {latency.avg:.2f} ms avg, {latency.percentile(0.5):.2f} ms 50th, "
-        f"{latency.percentile(0.95):.2f} ms 95th, {latency.percentile(0.99):.2f} ms 99th, "
-        f"{latency.max:.2f} ms max, {len(latency.samples)} fetches.",
-    ]
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -121,126 +49,276 @@ def _check_positive(name: str, value: int) -> None:
         raise InvalidArgumentError(f"{name} must be > 0, not {value}")
 
 
+class Payloads:
+    """The values to send, as Kafka's tool makes them: one random A-Z payload of
+    --record-size bytes, a random line of --payload-file per record, or the record's number."""
+
+    def __init__(self, record_size: int | None, payload_file: str | None,
+                 delimiter: str, monotonic: bool, seed: int) -> None:  # fmt: skip
+        given = [record_size is not None, payload_file is not None, monotonic]
+        if sum(given) > 1:
+            raise click.UsageError(
+                "Use exactly one of --record-size, --payload-file or --payload-monotonic."
+            )
+        self.rng = random.Random(seed)
+        self.fixed: bytes | None = None
+        self.choices: list[bytes] = []
+        self.monotonic = monotonic
+        if payload_file is not None:
+            text = Path(payload_file).read_text(encoding="utf-8")
+            self.choices = [p.encode() for p in text.split(delimiter) if p]
+            click.echo(f"Reading payloads from: {Path(payload_file).resolve()}")
+            if not self.choices:
+                raise InvalidArgumentError(f"File does not contain any payloads: {payload_file}")
+            click.echo(f"Number of messages read: {len(self.choices)}")
+        elif not monotonic:
+            size = 100 if record_size is None else record_size
+            _check_positive("--record-size", size)
+            self.fixed = bytes(self.rng.randrange(65, 91) for _ in range(size))  # A-Z
+
+    def typical_size(self) -> int:
+        if self.fixed is not None:
+            return len(self.fixed)
+        if self.choices:
+            return sum(map(len, self.choices)) // len(self.choices)
+        return 7
+
+    def values(self, first: int, n: int) -> pa.Array:
+        if self.fixed is not None:
+            return pa.repeat(pa.scalar(self.fixed, pa.binary()), n)
+        if self.choices:
+            return pa.array([self.rng.choice(self.choices) for _ in range(n)], pa.binary())
+        return pa.array([str(i).encode() for i in range(first, first + n)], pa.binary())
+
+
 @click.group()
 def perf() -> None:
     """Producer and consumer performance tests (kafka-*-perf-test)."""
 
 
-@perf.command("produce")
+@perf.command(
+    "produce", context_settings={"allow_extra_args": True, "ignore_unknown_options": False}
+)
 @log_dirs_option
 @click.option("--topic", required=True)
 @click.option("--num-records", type=int, required=True)
-@click.option("--record-size", type=int, default=100, show_default=True)
+@click.option("--record-size", type=int, default=None, help="Value bytes (default 100).")
+@click.option("--payload-file", default=None, help="Values: random entries of this UTF-8 file.")
+@click.option("--payload-delimiter", default="\n", show_default=True)
+@click.option("--payload-monotonic", is_flag=True, help="Values: each record's number.")
 @click.option("--throughput", type=float, default=-1, show_default=True,
-              help="Records/s ceiling; -1 for none.")  # fmt: skip
-@click.option("--batch-size", type=int, default=16384, show_default=True,
-              help="Bytes per batch (Kafka's batch.size).")  # fmt: skip
-@click.option("--compression-type", default="none", show_default=True)
+              help="Records/s ceiling; -1 for none (Kafka requires the flag).")  # fmt: skip
+@click.option("--producer-props", "producer_props", multiple=True, metavar="PROP=VALUE ...",
+              help="batch.size, compression.type, compression.<codec>.level are honoured; "
+              "network settings are ignored with a warning.")  # fmt: skip
+@click.option("--producer.config", "producer_config", default=None, metavar="CONFIG-FILE")
+@click.option("--print-metrics", is_flag=True, help="Kafka's producer-metrics table at the end.")
+@click.option("--batch-size", type=int, default=None, hidden=True)  # batch.size, before 0.5
+@click.option("--compression-type", default=None, hidden=True)  # compression.type, before 0.5
 @click.option("--seed", type=int, default=0, show_default=True, help="Payload seed.")
+@click.pass_context
 @user_errors
 def perf_produce(
+    ctx: click.Context,
     log_dirs: str,
     topic: str,
     num_records: int,
-    record_size: int,
+    record_size: int | None,
+    payload_file: str | None,
+    payload_delimiter: str,
+    payload_monotonic: bool,
     throughput: float,
-    batch_size: int,
-    compression_type: str,
+    producer_props: tuple[str, ...],
+    producer_config: str | None,
+    print_metrics: bool,
+    batch_size: int | None,
+    compression_type: str | None,
     seed: int,
 ) -> None:
-    """Append --num-records records of --record-size bytes and print Kafka's summary.
+    """Append --num-records records and print Kafka's lines: one per 5-second window, then
+    the summary. Appends are synchronous, so linger.ms and acks have no meaning here.
 
     \b
     Example:
       kafkalog perf produce --log-dirs data --topic perf --num-records 100000 \\
-          --record-size 100 --compression-type lz4
+          --record-size 100 --throughput -1 --producer-props compression.type=lz4
     """
+    props: dict[str, str] = {}
+    if batch_size is not None:
+        props["batch.size"] = str(batch_size)
+    if compression_type is not None:
+        props["compression.type"] = compression_type
+    if producer_config is not None:
+        props.update(read_properties_file(producer_config))
+    props.update(_key_values((*producer_props, *ctx.args)))  # --producer-props a=1 b=2
+    settings = ProducerSettings.from_properties(props)
+    for warning in settings.warnings:
+        click.echo(warning, err=True)
     _check_positive("--num-records", num_records)
-    _check_positive("--record-size", record_size)
-    _check_positive("--batch-size", batch_size)
-    codec = CompressionType.parse(compression_type)
-    rng = random.Random(seed)
-    payload = bytes(rng.randrange(65, 91) for _ in range(record_size))  # A-Z as Kafka's
-    per_batch = max(1, batch_size // (record_size + RECORD_OVERHEAD))
-    latency = LatencyStats()
+    payloads = Payloads(record_size, payload_file, payload_delimiter, payload_monotonic, seed)
+    per_batch = max(1, settings.batch_size // (payloads.typical_size() + RECORD_OVERHEAD))
+    stats = ProducerStats(click.echo)
+    appends = LatencyStats()
+    batch_bytes: list[int] = []
     with LogManager(existing_dirs(log_dirs)) as manager:
         count = partition_count(manager, topic)
         logs = [manager.get_log(topic, p) for p in range(count)]
         throttler = ThroughputThrottler(throughput)
         sent = 0
-        start = time.perf_counter()
-        with progress("produce", num_records) as advance:
-            while sent < num_records:
-                n = min(per_batch, num_records - sent)
-                enqueued: list[float] = []
-                for _ in range(n):
-                    throttler.throttle(sent + len(enqueued))
-                    enqueued.append(time.perf_counter())
-                rows = pa.table(
-                    {
-                        "value": pa.repeat(pa.scalar(payload, pa.binary()), n),
-                        "timestamp": pa.repeat(pa.scalar(int(time.time() * 1000)), n),
-                    }
-                )  # columns, encoded by the compiled loop: no Record per row
-                batch = MemoryRecords.from_arrow(rows, compression=codec, batch_size=1 << 30)
-                logs[(sent // per_batch) % count].append_records(batch)  # sticky per batch
-                done = time.perf_counter()
-                latency.samples.extend((done - t) * 1000 for t in enqueued)
-                sent += n
-                advance(n)
-        seconds = time.perf_counter() - start
-    click.echo(producer_summary(sent, seconds, sent * record_size, latency))
+        while sent < num_records:
+            n = min(per_batch, num_records - sent)
+            enqueued: list[float] = []
+            for _ in range(n):
+                throttler.throttle(sent + len(enqueued))
+                enqueued.append(time.perf_counter())
+            values = payloads.values(sent, n)
+            rows = pa.table(
+                {"value": values, "timestamp": pa.repeat(pa.scalar(int(time.time() * 1000)), n)}
+            )  # columns, encoded by the compiled loop: no Record per row
+            began = time.perf_counter()
+            batch = MemoryRecords.from_arrow(
+                rows, compression=settings.compression, batch_size=1 << 30,
+                compression_level=settings.compression_level,
+            )  # fmt: skip
+            logs[(sent // per_batch) % count].append_records(batch)  # sticky per batch
+            done = time.perf_counter()
+            appends.samples.append((done - began) * 1000)
+            batch_bytes.append(batch.size_in_bytes)
+            stats.record([(done - t) * 1000 for t in enqueued], _byte_count(values))
+            sent += n
+    click.echo(stats.total_line())
+    if print_metrics:
+        seconds = max(time.perf_counter() - stats.start, 1e-9)
+        metrics = {
+            "batch-size-avg": sum(batch_bytes) / len(batch_bytes),
+            "batch-size-max": float(max(batch_bytes)),
+            "outgoing-byte-rate": sum(batch_bytes) / seconds,
+            "outgoing-byte-total": float(sum(batch_bytes)),
+            "record-send-rate": sent / seconds,
+            "record-send-total": float(sent),
+            "records-per-request-avg": sent / len(batch_bytes),
+            "request-latency-avg": appends.avg,
+            "request-latency-max": appends.max,
+            "request-total": float(len(batch_bytes)),
+        }
+        for line in metrics_table("producer-metrics", "perf-producer-client", metrics):
+            click.echo(line)
+
+
+def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"{pair!r} is not PROP-NAME=PROP-VALUE (--producer-props)")
+        out[key] = value
+    return out
 
 
 @perf.command("consume")
 @log_dirs_option
 @click.option("--topic", required=True)
-@click.option("--num-records", "--messages", "num_records", type=int, required=True,
-              help="Stop after this many records (Kafka's --messages).")  # fmt: skip
+@click.option("--messages", "--num-records", "num_records", type=int, required=True,
+              help="Stop after this many records.")  # fmt: skip
 @click.option("--fetch-size", type=int, default=MB, show_default=True,
               help="Bytes per fetch (Kafka's max.partition.fetch.bytes).")  # fmt: skip
+@click.option("--timeout", "timeout_ms", type=int, default=10000, show_default=True,
+              help="Most ms to wait between records before giving up, as Kafka's.")  # fmt: skip
+@click.option("--show-detailed-stats", is_flag=True, help="A line per --reporting-interval.")
+@click.option("--reporting-interval", type=int, default=REPORTING_INTERVAL_MS, show_default=True)
+@click.option("--hide-header", is_flag=True)
+@click.option("--print-metrics", is_flag=True)
 @user_errors
-def perf_consume(log_dirs: str, topic: str, num_records: int, fetch_size: int) -> None:
-    """Read and decode up to --num-records records from the start and print Kafka's summary.
+def perf_consume(
+    log_dirs: str,
+    topic: str,
+    num_records: int,
+    fetch_size: int,
+    timeout_ms: int,
+    show_detailed_stats: bool,
+    reporting_interval: int,
+    hide_header: bool,
+    print_metrics: bool,
+) -> None:
+    """Read and decode up to --messages records from the start and print Kafka's lines; the
+    fetch latencies, kafkalog's own, go to stderr so the last stdout line stays Kafka's.
 
     \b
     Example:
-      kafkalog perf consume --log-dirs data --topic perf --num-records 100000
+      kafkalog perf consume --log-dirs data --topic perf --messages 100000
     """
-    _check_positive("--num-records", num_records)
+    _check_positive("--messages", num_records)
     _check_positive("--fetch-size", fetch_size)
+    _check_positive("--reporting-interval", reporting_interval)
+    if not hide_header:
+        click.echo(DETAILED_HEADER if show_detailed_stats else CONSUMER_HEADER)
     latency = LatencyStats()
+    fetched: list[int] = []
     with LogManager(existing_dirs(log_dirs)) as manager:
         count = partition_count(manager, topic)
         logs = [manager.get_log(topic, p) for p in range(count)]
         positions = [log.log_start_offset for log in logs]
         consumed = nbytes = 0
-        start_wall = time.time()
-        with progress("consume", num_records) as advance:
-            live = set(range(count))
-            while live and consumed < num_records:
-                for p in sorted(live):
-                    began = time.perf_counter()
-                    info = logs[p].read(positions[p], fetch_size)
-                    if info.records is None:
-                        live.discard(p)
-                        continue
-                    columns = RecordColumns(with_headers=False)
-                    for batch in info.records.records().batches():
-                        if not batch.is_control:
-                            columns.add_batch(batch, positions[p])
-                        positions[p] = batch.next_offset
-                    offset, _, _, key, value = columns.finish()
-                    got = len(offset)
-                    nbytes += _byte_count(key) + _byte_count(value)
-                    latency.samples.append((time.perf_counter() - began) * 1000)
-                    consumed += got
-                    advance(got)
-                    if consumed >= num_records:
-                        break
+        start_wall = last_report = last_record = time.time()
+        reported_count = reported_bytes = 0
+        while consumed < num_records and (time.time() - last_record) * 1000 <= timeout_ms:
+            got_any = False
+            for p in range(count):
+                began = time.perf_counter()
+                info = logs[p].read(positions[p], fetch_size)
+                if info.records is None:
+                    continue
+                columns = RecordColumns(with_headers=False)
+                for batch in info.records.records().batches():
+                    if not batch.is_control:
+                        columns.add_batch(batch, positions[p])
+                    positions[p] = batch.next_offset
+                offset, _, _, key, value = columns.finish()
+                nbytes += _byte_count(key) + _byte_count(value)
+                latency.samples.append((time.perf_counter() - began) * 1000)
+                fetched.append(info.size)
+                consumed += len(offset)
+                got_any = got_any or len(offset) > 0
+                if consumed >= num_records:
+                    break
+            now = time.time()
+            if got_any:
+                last_record = now
+            else:
+                time.sleep(min(0.1, max(timeout_ms, 1) / 1000))
+            due = (now - last_report) * 1000 >= reporting_interval
+            if show_detailed_stats and got_any and due:  # as Kafka: when records came
+                click.echo(consumer_progress(now, nbytes, reported_bytes, consumed,
+                                             reported_count, now - last_report))  # fmt: skip
+                last_report, reported_count, reported_bytes = now, consumed, nbytes
+        if consumed < num_records:
+            click.echo(
+                f"WARNING: Exiting before consuming the expected number of messages: timeout "
+                f"({timeout_ms} ms) exceeded. You can use the --timeout option to increase the "
+                "timeout."
+            )
         end_wall = time.time()
-    for line in consumer_summary(start_wall, end_wall, nbytes, consumed, latency):
-        click.echo(line)
+    if not show_detailed_stats:
+        click.echo(consumer_summary(start_wall, end_wall, nbytes, consumed))
+    click.echo(fetch_latency_line(latency), err=True)
+    if print_metrics and fetched:
+        seconds = max(end_wall - start_wall, 1e-9)
+        metrics = {
+            "bytes-consumed-rate": sum(fetched) / seconds,
+            "bytes-consumed-total": float(sum(fetched)),
+            "fetch-latency-avg": latency.avg,
+            "fetch-latency-max": latency.max,
+            "fetch-rate": len(fetched) / seconds,
+            "fetch-size-avg": sum(fetched) / len(fetched),
+            "fetch-size-max": float(max(fetched)),
+            "fetch-total": float(len(fetched)),
+            "records-consumed-rate": consumed / seconds,
+            "records-consumed-total": float(consumed),
+            "records-per-request-avg": consumed / len(fetched),
+        }
+        for line in metrics_table("consumer-fetch-manager-metrics", "perf-consumer-client",
+                                  metrics):  # fmt: skip
+            click.echo(line)
 
 
 def _byte_count(column: pa.Array) -> int:
