@@ -15,7 +15,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.producer_batches import ProducerFields
 
-CONFIG = {"segment.bytes": 20_000, "index.interval.bytes": 500, "flush.messages": 1}
+CONFIG = {"internal.segment.bytes": 20_000, "index.interval.bytes": 500, "flush.messages": 1}
 CODECS = ["none", "gzip", "lz4", "zstd", "snappy"]
 PRODUCER_ID = 77
 

@@ -49,7 +49,7 @@ TP = TopicPartition("t", 0)
 def compact_config(**extra: object) -> LogConfig:
     props = {
         "cleanup.policy": "compact",
-        "segment.bytes": "1024",
+        "internal.segment.bytes": "1024",
         "delete.retention.ms": "1000",
         "min.cleanable.dirty.ratio": "0.01",  # clean whenever anything is dirty
     }
@@ -486,7 +486,7 @@ def test_a_tiny_offset_map_still_makes_progress(tmp_path: Path) -> None:
 
 def test_a_batch_bigger_than_the_io_buffer_grows_it(tmp_path: Path) -> None:
     clock = ManualClock(NOW)
-    log = open_log(tmp_path, clock, **{"segment.bytes": 100_000})
+    log = open_log(tmp_path, clock, **{"internal.segment.bytes": 100_000})
     big = [Record(b"x" * 1000, f"k{i}".encode(), timestamp=NOW) for i in range(20)]
     log.append(big)
     log.append(big[:1])
@@ -497,7 +497,7 @@ def test_a_batch_bigger_than_the_io_buffer_grows_it(tmp_path: Path) -> None:
 
 def test_preallocated_cleaned_segments_are_trimmed(tmp_path: Path) -> None:
     clock = ManualClock(NOW)
-    log = open_log(tmp_path, clock, preallocate="true", **{"segment.bytes": 1 << 20})
+    log = open_log(tmp_path, clock, preallocate="true", **{"internal.segment.bytes": 1 << 20})
     for i in range(50):
         put(log, clock, f"k{i % 5}", f"v{i}")
     log.roll()

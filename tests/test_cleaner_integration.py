@@ -28,7 +28,7 @@ def config(**extra: str) -> LogConfig:
     return LogConfig.from_properties(
         {
             "cleanup.policy": "compact",
-            "segment.bytes": "600",
+            "internal.segment.bytes": "600",
             "delete.retention.ms": str(RETENTION),
             "min.cleanable.dirty.ratio": "0.01",
             **extra,
@@ -128,7 +128,7 @@ from kafkalog.types import TopicPartition
 
 path, crash_at = Path(sys.argv[1]), int(sys.argv[2])
 clock = ManualClock(1_700_000_000_000)
-cfg = LogConfig.from_properties({"cleanup.policy": "compact", "segment.bytes": "600",
+cfg = LogConfig.from_properties({"cleanup.policy": "compact", "internal.segment.bytes": "600",
                                  "min.cleanable.dirty.ratio": "0.01"})
 log = Log.open(path, cfg, clock)
 for i in range(45):
@@ -294,9 +294,25 @@ def test_the_scheduler_runs_the_cleaner_and_compact_delete_gets_retention(
     mgr.close()
 
 
+def test_no_cleaner_threads_as_kafka_allows_and_run_cleaner_still_cleans(tmp_path: Path) -> None:
+    manager_config = ManagerConfig.from_properties({"log.cleaner.threads": "0"})
+    assert manager_config.cleaner.num_threads == 0
+    assert manager_config.cleaner.dedupe_buffer_per_thread == 128 * 1024 * 1024
+    with LogManager(tmp_path, clock=ManualClock(NOW), config=manager_config) as mgr:
+        (log,) = mgr.create_topic(
+            "keyed", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+        )
+        for i in range(20):
+            log.append([Record(b"v%d" % i, b"k%d" % (i % 2), timestamp=NOW)])
+        log.roll()
+        assert not [t for t in threading.enumerate() if "cleaner" in t.name.lower()]
+        mgr.run_cleaner()
+        assert len(latest(log)) == 2
+
+
 def test_cleaner_config_errors_name_the_key() -> None:
     for props in (
-        {"log.cleaner.threads": "0"},
+        {"log.cleaner.threads": "-1"},  # 0 is allowed, as in Kafka: no cleaner threads
         {"log.cleaner.io.buffer.load.factor": "1.5"},
         {"log.cleaner.enable": "maybe"},
         {"log.cleaner.dedupe.buffer.size": "10"},

@@ -15,7 +15,7 @@ from kafkalog.cli.main import cli
 
 @pytest.fixture
 def damaged(tmp_path: Path) -> Path:
-    props = {"segment.bytes": "2048", "index.interval.bytes": "100"}
+    props = {"internal.segment.bytes": "2048", "index.interval.bytes": "100"}
     with LogManager(tmp_path, LogConfig.from_properties(props)) as m:
         log = m.create_topic("t", 1)[0]
         for _ in range(20):

@@ -88,13 +88,13 @@ def test_server_properties_with_kafkas_precedence(
 ) -> None:
     path = tmp_path / "server.properties"
     path.write_bytes(SERVER_PROPERTIES.replace(b"LOGDIR", str(tmp_path / "logs").encode()))
-    server = ServerConfig.from_properties(path, {"log.segment.bytes": "4096"})
+    server = ServerConfig.from_properties(path, {"log.segment.bytes": "4194304"})
     assert server.log_dirs == [tmp_path / "logs"]
     assert server.broker.num_partitions == 3
     defaults = server.log_defaults
     assert defaults.retention_ms == 90 * 60_000  # .minutes beats .hours
     assert defaults.segment_ms == 3_600_000  # log.roll.hours in ms
-    assert defaults.segment_bytes == 4096  # the override beats the file
+    assert defaults.segment_bytes == 4 << 20  # the override beats the file
     assert defaults.cleanup_policy == {"compact", "delete"}  # a continuation line
     assert defaults.overrides == {}  # broker defaults are no topic's overrides
     assert server.manager.num_recovery_threads_per_data_dir == 2
@@ -106,7 +106,7 @@ def test_server_properties_with_kafkas_precedence(
         manager.create_topic("t", config={"retention.ms": "1000"})  # num.partitions: 3
         assert manager.topics() == {"t": 3}
         config = manager.get_log("t", 2).config
-        assert (config.retention_ms, config.segment_bytes) == (1000, 4096)  # topic beats broker
+        assert (config.retention_ms, config.segment_bytes) == (1000, 4 << 20)  # topic > broker
         assert manager.topic_config("t").overrides == {"retention.ms": "1000"}
 
 
@@ -114,7 +114,7 @@ def test_server_properties_with_kafkas_precedence(
     ("props", "key"),
     [
         ({"log.retention.hours": "a week"}, "log.retention.hours"),
-        ({"log.segment.bytes": "10"}, "log.segment.bytes"),
+        ({"log.segment.bytes": "1048575"}, "log.segment.bytes"),  # Kafka 4's minimum: 1 MiB
         ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
         ({"num.partitions": "0"}, "num.partitions"),
         ({"log.cleaner.threads": "1.5"}, "log.cleaner.threads"),
@@ -135,7 +135,9 @@ def test_negative_retention_hours_mean_forever() -> None:
 
 def test_topic_keys_round_trip_through_their_rendering() -> None:
     rendered = LogConfig().to_properties()
-    assert set(rendered) == set(TOPIC_CONFIG.keys)
+    unset = {name for name, key in TOPIC_CONFIG.keys.items() if key.default is None}
+    assert unset == {"internal.segment.bytes"}  # no value, so not rendered (Kafka's null)
+    assert set(rendered) == set(TOPIC_CONFIG.keys) - unset
     assert LogConfig.from_properties(rendered) == LogConfig()
 
 

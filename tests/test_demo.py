@@ -11,7 +11,7 @@ from kafkalog.demo import HISTORY_MS, generate
 
 
 def test_demo_events_are_dated_now_and_survive_retention(tmp_path: Path) -> None:
-    config = LogConfig.from_properties({"segment.bytes": str(64 << 10)})
+    config = LogConfig.from_properties({"internal.segment.bytes": str(64 << 10)})
     with LogManager([tmp_path], config) as manager:
         manager.create_topic("clicks", 4)
         now = int(time.time() * 1000)

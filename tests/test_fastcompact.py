@@ -53,7 +53,7 @@ Spec = tuple[list[Record], CompressionType, bool, bool]
 CONFIG = {
     "cleanup.policy": "compact",
     "delete.retention.ms": str(RETENTION),
-    "segment.bytes": "700",
+    "internal.segment.bytes": "700",
     "min.cleanable.dirty.ratio": "0.01",
 }
 

@@ -95,7 +95,7 @@ def test_a_failed_append_leaves_log_and_files_as_they_were(
 
 
 def test_no_roll_happens_for_a_batch_that_turns_out_corrupt(tmp_path: Path) -> None:
-    log = open_log(tmp_path, **{"segment.bytes": 400_000})
+    log = open_log(tmp_path, **{"internal.segment.bytes": 400_000})
     log.append_as_follower(big_batch(0))
     with pytest.raises(CorruptRecordError):
         log.append_as_follower(corrupted(big_batch(300)))  # would roll: the segment is full

@@ -84,7 +84,7 @@ def create_on_broker(broker: KafkaBroker) -> dict[str, str]:
 def write_with_kafkalog(data_dir: Path, topic_ids: dict[str, str]) -> None:
     for topic in TOPICS:
         shutil.rmtree(data_dir / f"{topic}-0")  # the broker's empty partition
-    config = {"segment.bytes": str(SEGMENT_BYTES)}
+    config = {"internal.segment.bytes": str(SEGMENT_BYTES)}
     with LogManager(data_dir) as manager:
         for topic, overrides in TOPICS.items():
             manager.create_topic(topic, 1, {**config, **overrides}, topic_id=topic_ids[topic])

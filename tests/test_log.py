@@ -71,7 +71,7 @@ def test_log_append_time_topic(tmp_path: Path) -> None:
 
 def test_size_based_roll(tmp_path: Path) -> None:
     one = len(MemoryRecords.build(recs(1), base_offset=0))
-    log = open_log(tmp_path, segment_bytes=one * 3)
+    log = open_log(tmp_path, internal_segment_bytes=one * 3)
     for i in range(10):
         log.append(recs(1, i))
     assert log.number_of_segments == 4
@@ -135,7 +135,7 @@ def test_new_segment_base() -> None:
 
 
 def test_too_large_appends(tmp_path: Path) -> None:
-    log = open_log(tmp_path, max_message_bytes=200, segment_bytes=300)
+    log = open_log(tmp_path, max_message_bytes=200, internal_segment_bytes=300)
     with pytest.raises(RecordTooLargeError):
         log.append([Record(b"x" * 500)])
     with pytest.raises(RecordTooLargeError):
@@ -234,7 +234,7 @@ def test_follower_append_far_offset_rolls_to_that_base(tmp_path: Path) -> None:
 
 
 def test_reads_and_offset_out_of_range(tmp_path: Path) -> None:
-    log = open_log(tmp_path, segment_bytes=400)
+    log = open_log(tmp_path, internal_segment_bytes=400)
     for i in range(10):
         log.append(recs(1, i))
     assert log.read(10, 1000).records is None  # at the log end: empty
@@ -264,7 +264,7 @@ def test_reads_stop_at_the_high_watermark(tmp_path: Path) -> None:
 
 
 def test_truncate_to(tmp_path: Path) -> None:
-    log = open_log(tmp_path, segment_bytes=400)
+    log = open_log(tmp_path, internal_segment_bytes=400)
     for i in range(12):
         log.append(recs(1, i))
     segments = log.number_of_segments
@@ -347,7 +347,7 @@ def test_log_start_offset_cannot_pass_the_high_watermark(tmp_path: Path) -> None
 
 
 def test_kafka_layout_after_close(tmp_path: Path) -> None:
-    log = open_log(tmp_path, segment_bytes=500, index_interval_bytes=100)
+    log = open_log(tmp_path, internal_segment_bytes=500, index_interval_bytes=100)
     for i in range(20):
         log.append(recs(1, i), leader_epoch=2)
     log.close()
@@ -375,11 +375,13 @@ def test_config_errors_name_the_key() -> None:
 
 def test_config_from_properties_file(tmp_path: Path) -> None:
     path = tmp_path / "topic.properties"
-    path.write_text("# a comment\nsegment.bytes=2048\nretention.ms: -1\n\ncleanup.policy=compact\n")
+    path.write_text(
+        "# a comment\nsegment.bytes=2097152\nretention.ms: -1\n\ncleanup.policy=compact\n"
+    )
     config = LogConfig.from_properties(path)
-    assert (config.segment_bytes, config.retention_ms, config.compact) == (2048, -1, True)
+    assert (config.segment_bytes, config.retention_ms, config.compact) == (2 << 20, -1, True)
     assert config.overrides == {
-        "segment.bytes": "2048",
+        "segment.bytes": "2097152",
         "retention.ms": "-1",
         "cleanup.policy": "compact",
     }

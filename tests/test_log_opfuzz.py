@@ -56,7 +56,7 @@ def test_concurrent_operations_against_a_model(
 ) -> None:
     clock = ManualClock(1_000_000)
     props = {
-        "segment.bytes": "2048",
+        "internal.segment.bytes": "2048",
         "cleanup.policy": "compact,delete",
         "min.cleanable.dirty.ratio": "0.01",
         "file.delete.delay.ms": "0",

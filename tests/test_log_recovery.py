@@ -18,7 +18,7 @@ from kafkalog.log.log import Log
 from kafkalog.storage import filenames as fn
 
 NOW = 1_700_000_000_000
-CONFIG = {"segment.bytes": 1500, "index.interval.bytes": 150}
+CONFIG = {"internal.segment.bytes": 1500, "index.interval.bytes": 150}
 
 
 def open_log(path: Path, **extra: object) -> Log:

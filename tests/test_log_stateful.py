@@ -26,7 +26,7 @@ from kafkalog.types import IsolationLevel
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig.from_properties(
-    {"segment.bytes": 700, "index.interval.bytes": 100, "segment.index.bytes": 400}
+    {"internal.segment.bytes": 700, "index.interval.bytes": 100, "segment.index.bytes": 400}
 )
 
 

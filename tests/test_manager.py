@@ -34,7 +34,7 @@ NOW = 1_700_000_000_000
 def manager(dirs: list[Path], clock: ManualClock | None = None, **broker: object) -> LogManager:
     return LogManager(
         dirs,
-        LogConfig.from_properties({"segment.bytes": 400, "file.delete.delay.ms": 1000}),
+        LogConfig.from_properties({"internal.segment.bytes": 400, "file.delete.delay.ms": 1000}),
         clock or ManualClock(NOW),
         config=ManagerConfig.from_properties({k.replace("_", "."): v for k, v in broker.items()}),
     )
@@ -82,11 +82,13 @@ def test_overrides_are_validated_and_persisted(tmp_path: Path) -> None:
         with pytest.raises(InvalidConfigError, match=r"retention\.ms"):
             m.create_topic("bad", config={"retention.ms": "soon"})
         assert m.topics() == {}
-        m.create_topic("keyed", 2, config={"cleanup.policy": "compact", "segment.bytes": 1000})
-        assert m.get_log("keyed", 1).config.segment_bytes == 1000
+        m.create_topic(
+            "keyed", 2, config={"cleanup.policy": "compact", "internal.segment.bytes": 1000}
+        )
+        assert m.get_log("keyed", 1).config.segment_size == 1000
     with manager(dirs) as m:
         config = m.topic_config("keyed")
-        assert config.compact and config.segment_bytes == 1000
+        assert config.compact and config.segment_size == 1000
         assert m.get_log("keyed", 0).config.compact
 
 

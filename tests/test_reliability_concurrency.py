@@ -205,7 +205,11 @@ def test_readers_never_fail_because_a_writer_moved(
     tmp_path: Path, fast_switching: None, writer: str
 ) -> None:
     clock = ManualClock(10_000)
-    props = {"segment.bytes": "4096", "file.delete.delay.ms": "0", "retention.bytes": "20000"}
+    props = {
+        "internal.segment.bytes": "4096",
+        "file.delete.delay.ms": "0",
+        "retention.bytes": "20000",
+    }
     if writer == "compaction":
         props["cleanup.policy"] = "compact"
     manager = LogManager(tmp_path, LogConfig.from_properties(props), clock)

@@ -45,7 +45,9 @@ def records(n: int, ts: int = 1_000) -> list[Record]:
 
 
 def small_segments() -> LogConfig:
-    return LogConfig.from_properties({"segment.bytes": "2048", "index.interval.bytes": "100"})
+    return LogConfig.from_properties(
+        {"internal.segment.bytes": "2048", "index.interval.bytes": "100"}
+    )
 
 
 def batch_positions(path: Path) -> list[int]:
@@ -449,7 +451,7 @@ def test_every_error_here_is_a_kafkalog_error() -> None:
 
 def _transactional_log(d: Path) -> None:
     """pid 1 commits a-*, pid 2 aborts b-* (spread over two segments), plain d-* between."""
-    config = LogConfig.from_properties({"segment.bytes": "1024"})
+    config = LogConfig.from_properties({"internal.segment.bytes": "1024"})
     with Log.open(d, config) as log:
         log.append(records(2), producer=ProducerFields(1, 0, 0, is_transactional=True))
         log.append(

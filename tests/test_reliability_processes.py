@@ -22,7 +22,8 @@ WRITER = """
 import sys
 from kafkalog import LogConfig, LogManager, ProducerFields, Record
 kind, root, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-props = {"segment.bytes": "4096"} if kind in ("rolling", "compacting", "transactional") else {}
+small = kind in ("rolling", "compacting", "transactional")
+props = {"internal.segment.bytes": "4096"} if small else {}
 if kind == "preallocated":
     props["preallocate"] = "true"
 if kind == "compacting":

@@ -71,7 +71,8 @@ def test_an_empty_last_segment_never_goes() -> None:
 
 def filled_log(tmp_path: Path, clock: ManualClock, **props: object) -> Log:
     config = LogConfig.from_properties(
-        {"segment.bytes": 300, "file.delete.delay.ms": 1000} | {k: str(v) for k, v in props.items()}
+        {"internal.segment.bytes": 300, "file.delete.delay.ms": 1000}
+        | {k: str(v) for k, v in props.items()}
     )
     log = Log.open(tmp_path / "t-0", config, clock)
     for i in range(12):

@@ -143,8 +143,8 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(tmp_path: Path) ->
         server.manager.create_topic(
             "table",
             1,
-            {"cleanup.policy": "compact", "segment.bytes": "2048", "delete.retention.ms": "0",
-             "min.cleanable.dirty.ratio": "0.01"},
+            {"cleanup.policy": "compact", "internal.segment.bytes": "2048",
+             "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.01"},
         )  # fmt: skip
         rows: list[tuple[bytes | None, bytes | None]] = []
         for i in range(400):

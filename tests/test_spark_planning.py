@@ -24,7 +24,9 @@ NOW = 1_700_000_000_000
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    config = LogConfig.from_properties({"segment.bytes": "2000", "index.interval.bytes": "1"})
+    config = LogConfig.from_properties(
+        {"internal.segment.bytes": "2000", "index.interval.bytes": "1"}
+    )
     with LogManager([tmp_path], config, ManualClock(NOW)) as m:
         m.create_topic("a", 2)
         m.create_topic("b", 1)

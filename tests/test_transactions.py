@@ -146,7 +146,7 @@ def test_transactions_survive_close_and_reopen(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("lose", ["nothing", "txn-index", "snapshots", "both"])
 def test_transactions_survive_a_crash(tmp_path: Path, lose: str) -> None:
-    log = open_log(tmp_path / "t-0", segment_bytes=250)
+    log = open_log(tmp_path / "t-0", internal_segment_bytes=250)
     build_mixed(log)
     assert log.number_of_segments > 2
     directory = log.directory

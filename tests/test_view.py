@@ -17,7 +17,9 @@ NOW = 1_700_000_000_000
 
 
 def _log(path: Path) -> Log:
-    config = LogConfig.from_properties({"segment.bytes": "400", "index.interval.bytes": "1"})
+    config = LogConfig.from_properties(
+        {"internal.segment.bytes": "400", "index.interval.bytes": "1"}
+    )
     return Log.open(path, config, ManualClock(NOW))
 
 

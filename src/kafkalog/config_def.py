@@ -55,6 +55,8 @@ class ConfigKey:
     attribute: str = ""
 
     def parse(self, value: Any) -> Any:
+        if value is None and self.default is None:
+            return None  # a key with no default may be unset (Kafka's null)
         typed = _parse_type(self.name, self.type, value)
         return typed if self.validator is None else self.validator(self.name, typed)
 
@@ -94,8 +96,10 @@ class ConfigDef:
         return values
 
     def render(self, config: Any) -> dict[str, str]:
-        """Kafka name -> value as a ``.properties`` file or DescribeConfigs shows it."""
-        return {name: render(getattr(config, k.attribute)) for name, k in self.keys.items()}
+        """Kafka name -> value as a ``.properties`` file or DescribeConfigs shows it; a key
+        with no value (an unset ``internal.`` one) is left out, as Kafka leaves out nulls."""
+        values = {name: getattr(config, k.attribute) for name, k in self.keys.items()}
+        return {name: render(v) for name, v in values.items() if v is not None}
 
 
 # --- types (ConfigDef.parseType) ---------------------------------------------------------------

@@ -135,7 +135,9 @@ def main() -> None:
             2,
             {
                 "cleanup.policy": "compact",
-                "segment.bytes": "65536",
+                # small segments so the cleaner has closed ones to compact; segment.bytes
+                # takes 1 MiB at least since Kafka 4, which keeps this key for such cases
+                "internal.segment.bytes": "65536",
                 "min.cleanable.dirty.ratio": "0.01",
             },
         )

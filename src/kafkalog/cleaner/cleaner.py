@@ -127,7 +127,7 @@ class Cleaner:
         facts = {s.base_offset: s for s in segments}
         groups = group_segments_by_size(
             [segment_facts(s, timestamps=False) for s in segments],
-            log.config.segment_bytes,
+            log.config.segment_size,
             log.config.segment_index_bytes,
             upper,
         )

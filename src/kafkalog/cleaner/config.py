@@ -27,7 +27,10 @@ class CleanerConfig:
     enable: bool = define(
         "log.cleaner.enable", Type.BOOLEAN, True, "Run the cleaner for compacted topics."
     )
-    num_threads: int = define("log.cleaner.threads", Type.INT, 1, "Cleaner threads.", at_least(1))
+    num_threads: int = define(
+        "log.cleaner.threads", Type.INT, 1, "Cleaner threads; 0: none (run_once still cleans).",
+        at_least(0),
+    )  # fmt: skip
     dedupe_buffer_size: int = define(
         "log.cleaner.dedupe.buffer.size", Type.LONG, 128 * 1024 * 1024,
         "Memory for the key -> offset maps, over all threads.", at_least(0),
@@ -65,7 +68,7 @@ class CleanerConfig:
         return config
 
     def validate(self) -> None:
-        if self.dedupe_buffer_size // self.num_threads < 24 * 2:
+        if self.dedupe_buffer_per_thread < 24 * 2:
             raise InvalidConfigError(
                 "log.cleaner.dedupe.buffer.size",
                 f"{self.dedupe_buffer_size} bytes over {self.num_threads} thread(s) leaves too "
@@ -74,12 +77,13 @@ class CleanerConfig:
 
     @property
     def dedupe_buffer_per_thread(self) -> int:
-        return self.dedupe_buffer_size // self.num_threads
+        # with no threads (log.cleaner.threads=0) run_once still cleans, as one thread would
+        return self.dedupe_buffer_size // max(self.num_threads, 1)
 
     @property
     def io_buffer_per_thread(self) -> int:
         """Each of the read and write buffers (Kafka halves the per-thread share)."""
-        return max(self.io_buffer_size // self.num_threads // 2, 1)
+        return max(self.io_buffer_size // max(self.num_threads, 1) // 2, 1)
 
 
 CLEANER_CONFIG = ConfigDef.of(CleanerConfig)

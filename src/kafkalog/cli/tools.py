@@ -100,7 +100,7 @@ def configs(
             return
         click.echo(f"All configs for topic {entity_name} are:")
         values = manager.topic_config(entity_name).to_properties()
-        for k in sorted(TOPIC_CONFIG.keys):
+        for k in sorted(k for k in TOPIC_CONFIG.keys if not k.startswith("internal.")):
             source = "DYNAMIC_TOPIC_CONFIG" if k in overrides else "DEFAULT_CONFIG"
             click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{source}:{k}={values[k]}}}")
 

@@ -32,24 +32,27 @@ BOOLEAN, INT, LONG, DOUBLE, STRING, LIST = (
     Type.BOOLEAN, Type.INT, Type.LONG, Type.DOUBLE, Type.STRING, Type.LIST,
 )  # fmt: skip
 WEEK_MS = 7 * 24 * 3600 * 1000
+HOUR_MS = 3600 * 1000  # message.timestamp.after.max.ms since Kafka 4.0 (KIP-1030)
+MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka 4.0 (KIP-1030); 3.x took 14
 
 
 def _policy(key: str, value: tuple[str, ...]) -> frozenset[str]:
-    """Empty is allowed since Kafka 4.2 (KAFKA-19112): no deletion by time or size, no
-    compaction; only DeleteRecords moves the log start."""
-    policies = frozenset(p.lower() for p in value)
+    """Case-sensitive, as Kafka's ValidList. Empty is allowed since Kafka 4.2 (KAFKA-19112):
+    no deletion by time or size, no compaction; only DeleteRecords moves the log start."""
+    policies = frozenset(value)
     if not policies <= {"compact", "delete"}:
         raise InvalidConfigError(key, f"{value!r} must be a list of 'compact' and/or 'delete'")
     return policies
 
 
 def _compression(key: str, value: str) -> str:
-    text = value.strip().lower()
-    if text not in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"):
+    """Kafka's BrokerCompressionType names, case-sensitive: "none" is the producer's word,
+    "uncompressed" the broker's."""
+    if value not in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"):
         raise InvalidConfigError(
             key, f"{value!r} is not one of uncompressed, zstd, lz4, snappy, gzip, producer"
         )
-    return "uncompressed" if text == "none" else text
+    return value
 
 
 def _timestamp_type(key: str, value: Any) -> TimestampType:
@@ -74,8 +77,13 @@ class LogConfig:
     ``describe``)."""
 
     segment_bytes: int = define(
-        "segment.bytes", INT, 1073741824, "Size of a segment file before it rolls.", at_least(14)
-    )
+        "segment.bytes", INT, 1073741824, "Size of a segment file before it rolls.",
+        at_least(MIN_SEGMENT_BYTES),
+    )  # fmt: skip
+    internal_segment_bytes: int | None = define(
+        "internal.segment.bytes", INT, None,
+        "Kafka 4's internal override of segment.bytes, with no minimum (for tests).",
+    )  # fmt: skip
     segment_ms: int = define(
         "segment.ms", LONG, WEEK_MS, "Age of a segment before it rolls, if not full.", at_least(1)
     )
@@ -157,7 +165,7 @@ class LogConfig:
         "How far in the past a CreateTime may be.", at_least(0),
     )  # fmt: skip
     message_timestamp_after_max_ms: int = define(
-        "message.timestamp.after.max.ms", LONG, INT64_MAX,
+        "message.timestamp.after.max.ms", LONG, HOUR_MS,
         "How far in the future a CreateTime may be.", at_least(0),
     )  # fmt: skip
     message_timestamp_difference_max_ms: int = define(
@@ -257,10 +265,24 @@ class LogConfig:
         return self.message_timestamp_before_max_ms
 
     @property
+    def segment_size(self) -> int:
+        """The size a segment rolls at: ``internal.segment.bytes`` when set (Kafka 4's
+        ``LogConfig.segmentSize``), else ``segment.bytes``."""
+        if self.internal_segment_bytes is not None:
+            return self.internal_segment_bytes
+        return self.segment_bytes
+
+    @property
     def timestamp_after_max_ms(self) -> int:
-        if self.message_timestamp_after_max_ms == INT64_MAX:
-            return self.message_timestamp_difference_max_ms
-        return self.message_timestamp_after_max_ms
+        """Kafka 3.x's rule (KIP-937): message.timestamp.difference.max.ms bounds the future
+        when message.timestamp.after.max.ms is unlimited, and, now that the latter defaults to
+        Kafka 4's hour, also when only the former was set."""
+        after = self.message_timestamp_after_max_ms
+        difference = self.message_timestamp_difference_max_ms
+        after_set = "message.timestamp.after.max.ms" in self.overrides
+        if after == INT64_MAX or (not after_set and difference != INT64_MAX):
+            return difference
+        return after
 
     @property
     def target_compression(self) -> CompressionType | None:
@@ -285,7 +307,7 @@ class LogConfig:
             index_interval_bytes=self.index_interval_bytes,
             max_index_size=self.segment_index_bytes,
             preallocate=self.preallocate,
-            segment_bytes=self.segment_bytes,
+            segment_bytes=self.segment_size,
         )
 
     def random_segment_jitter(self, rng: random.Random) -> int:

@@ -411,10 +411,10 @@ class LogAppender:
     # --- the shared sequence -------------------------------------------------------------------
 
     def _check_segment_size(self, size: int) -> None:
-        if size > self._local.config.segment_bytes:
+        if size > self._local.config.segment_size:
             raise RecordBatchTooLargeError(
                 f"an append of {size} bytes is larger than segment.bytes "
-                f"{self._local.config.segment_bytes}"
+                f"{self._local.config.segment_size}"
             )
 
     def _append_batches(
@@ -535,7 +535,7 @@ class LogAppender:
             seg.time_index_full(),
         )
         params = RollParams(
-            self._local.config.segment_bytes, self._local.config.max_segment_ms, size, last_offset
+            self._local.config.segment_size, self._local.config.max_segment_ms, size, last_offset
         )
         if should_roll(facts, params) is None:
             return seg

@@ -23,7 +23,7 @@ LONG = Type.LONG
 @dataclass(frozen=True)
 class ManagerConfig:
     num_recovery_threads_per_data_dir: int = define(
-        "num.recovery.threads.per.data.dir", Type.INT, 1,
+        "num.recovery.threads.per.data.dir", Type.INT, 2,
         "Threads per log directory that load logs at start and close them at shutdown.",
         at_least(1),
     )  # fmt: skip

@@ -90,8 +90,8 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
     wanted = resource.configuration_keys
     out = []
     for name, key in sorted(TOPIC_CONFIG.keys.items()):
-        if wanted is not None and name not in wanted:
-            continue
+        if (wanted is not None and name not in wanted) or name.startswith("internal."):
+            continue  # Kafka describes no internal config
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
