@@ -103,6 +103,9 @@ class KafkaBroker:
     root: Path
     overrides: dict[str, str] = field(default_factory=dict)
     port: int = 0
+    # a dynamic quorum (KIP-853): formatted --standalone, so the metadata log and its first
+    # snapshot carry KRaftVersion and KRaftVoters records
+    standalone: bool = False
     log_dir: Path = field(init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
@@ -147,6 +150,9 @@ class KafkaBroker:
             "log.flush.offset.checkpoint.interval.ms": "500",
             "log.flush.start.offset.checkpoint.interval.ms": "500",
         }
+        if self.standalone:
+            voters = props.pop("controller.quorum.voters")
+            props["controller.quorum.bootstrap.servers"] = voters.split("@", 1)[1]
         props.update(self.overrides)
         return props
 
@@ -156,6 +162,7 @@ class KafkaBroker:
         self.config.write_text("\n".join(lines) + "\n")
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         args = ("format", f"--cluster-id={cid}", f"--config={self.config}")
+        args += ("--standalone",) if self.standalone else ()
         java(self.version, "kafka.tools.StorageTool", *args)
 
     def start(self, timeout: float = 120) -> KafkaBroker:

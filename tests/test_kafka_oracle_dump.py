@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from kafka_oracle import JVM_FLAGS, TOOL_LOG, classpath, dump_log_segments_class
+from kafka_oracle import (
+    JVM_FLAGS,
+    KAFKA_VERSIONS,
+    TOOL_LOG,
+    KafkaBroker,
+    classpath,
+    dump_log_segments_class,
+)
 from kafka_scenarios import BrokerWritten
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -102,3 +109,60 @@ def test_internal_topics_decode_identically(written: BrokerWritten, topic: str) 
         assert got == want, (options, first_difference(want, got))
         if written.version.startswith("4."):  # the default is Kafka 4.x's output
             assert kafkalog_dump(files, options)[0] == want
+
+
+@pytest.fixture(scope="module", params=KAFKA_VERSIONS)
+def kraft_files(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[str]]:
+    """A dynamic-quorum broker's metadata files: bootstrap.checkpoint, the first snapshot
+    (``<offset>-<epoch>.checkpoint``) and the metadata log with its KRaft control records."""
+    version: str = request.param
+    broker = KafkaBroker(version, tmp_path_factory.mktemp(f"kraft-{version}"), standalone=True)
+    broker.start()
+    broker.stop()
+    metadata = broker.root / "metadata"
+    partition = metadata / "__cluster_metadata-0"
+    files = [metadata / "bootstrap.checkpoint", *sorted(partition.glob("*.checkpoint")),
+             *sorted(partition.glob("*.log"))]  # fmt: skip
+    assert any("-" in f.name for f in files)  # the snapshot KIP-853's format wrote
+    return version, [str(f) for f in files]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--deep-iteration",), ("--print-data-log", "--skip-record-metadata")],
+    ids=" ".join,
+)
+def test_kraft_metadata_logs_and_snapshots_dump_identically(
+    kraft_files: tuple[str, list[str]], options: tuple[str, ...]
+) -> None:
+    version, files = kraft_files
+    want, want_err = kafka_dump(version, files, options)
+    major_minor = ".".join(version.split(".")[:2])
+    got, got_err = kafkalog_dump(files, options, "--kafka-version", major_minor)
+    assert "KRaftVoters {" in want or "--deep-iteration" not in options
+    assert got == want, first_difference(want, got)
+    assert got_err.strip() == kafka_errors(want_err).strip()
+
+
+GOLDEN = Path(__file__).parent / "golden" / "dump"
+
+
+@pytest.mark.one_codec  # v0/v1 messages have one decoder
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+@pytest.mark.parametrize("name", ["spec-legacy", "broker-v0", "broker-v1", "compressed"])
+def test_legacy_and_compressed_segments_dump_identically(
+    tmp_path: Path, version: str, name: str
+) -> None:
+    """v0/v1 messages and a gzip v1 wrapper among v2 batches of every codec: inner messages
+    print their own CRC and validity, as Kafka's deep iteration does."""
+    hex_text = (GOLDEN / f"{name}.00000000000000000000.log.hex").read_text()
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(bytes.fromhex("".join(hex_text.split())))
+    major_minor = ".".join(version.split(".")[:2])
+    for options in [("--deep-iteration",), ("--print-data-log",)]:
+        want, want_err = kafka_dump(version, [str(segment)], options)
+        got, got_err = kafkalog_dump([str(segment)], options, "--kafka-version", major_minor)
+        assert got == want, (options, first_difference(want, got))
+        assert got_err.strip() == kafka_errors(want_err).strip()

@@ -167,9 +167,8 @@ KNOWN_SUFFIXES = (
 )
 
 
-def dump_files(files: list[str], options: DumpOptions) -> DumpReport:
-    """Dump each file by its suffix, as DumpLogSegments dispatches."""
-    report = DumpReport()
+def dump_files(files: list[str], options: DumpOptions, report: DumpReport) -> DumpReport:
+    """Dump each file by its suffix, as DumpLogSegments dispatches, into ``report``."""
     for shown in files:
         path = Path(shown)
         name = path.name
@@ -177,19 +176,18 @@ def dump_files(files: list[str], options: DumpOptions) -> DumpReport:
             raise FileNotFoundError(errno.ENOENT, "no such file", shown)
         if not name.split(".", 1)[0].isdigit() and name.endswith(KNOWN_SUFFIXES):
             raise InvalidArgumentError(f"{shown}: a segment file name starts with its offset")
-        if name.endswith((fn.LOG_FILE_SUFFIX, ".checkpoint")):
+        is_log = name.endswith((fn.LOG_FILE_SUFFIX, ".checkpoint"))
+        if not (is_log and options.json):  # --json prints JSON lines only
+            report.out.append(f"Dumping {shown}")  # for every file, as Kafka's tool does
+        if is_log:
             dump_log(path, shown, options, report)
         elif name.endswith(fn.INDEX_FILE_SUFFIX):
-            report.out.append(f"Dumping {shown}")
             dump_offset_index(path, options, report)
         elif name.endswith(fn.TIME_INDEX_FILE_SUFFIX):
-            report.out.append(f"Dumping {shown}")
             dump_time_index(path, options, report)
         elif name.endswith(fn.TXN_INDEX_FILE_SUFFIX):
-            report.out.append(f"Dumping {shown}")
             dump_txn_index(path, report)
         elif name.endswith(fn.PRODUCER_SNAPSHOT_FILE_SUFFIX):
-            report.out.append(f"Dumping {shown}")
             dump_snapshot(path, report)
         else:
             report.err.append(f"Ignoring unknown file {shown}")

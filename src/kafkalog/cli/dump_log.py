@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalog.cli.kraft_records import kraft_control_text
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records import AnyBatch, Record, coordinator
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key, decode_end_txn_marker
-from kafkalog.records.scanner import BatchScanner
+from kafkalog.records.legacy import LegacyRecord
+from kafkalog.records.scanner import BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
 from kafkalog.types import INT32_MAX, ControlRecordType, TimestampType
 
@@ -50,11 +53,26 @@ class DumpOptions:
         return self.deep_iteration or self.prints_data
 
 
+class Output:
+    """Where stdout lines go: straight to ``write`` as they are made (so a dump of a large
+    segment starts at once and holds no more than a chunk), or kept in ``lines``."""
+
+    def __init__(self, write: Callable[[str], None] | None = None) -> None:
+        self.lines: list[str] = []
+        self._write = write
+
+    def append(self, line: str) -> None:
+        if self._write is None:
+            self.lines.append(line)
+        else:
+            self._write(line)
+
+
 @dataclass
 class DumpReport:
     """What Kafka prints after all files: index mismatches and non-consecutive offsets."""
 
-    out: list[str] = field(default_factory=list)
+    out: Output = field(default_factory=Output)
     err: list[str] = field(default_factory=list)
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -201,17 +219,24 @@ def record_line(batch: AnyBatch, record: Record, options: DumpOptions) -> str:
             seq = -1 if base_seq < 0 else (base_seq + record.offset - batch.base_offset) % 2**31
             keys = ",".join(k for k, _ in record.headers)
             parts.append(f" sequence: {seq} headerKeys: [{keys}]")
-        else:
-            parts.append(f" isValid: {_bool(batch.is_valid())} crc: {batch.crc}}}")
+        elif isinstance(record, LegacyRecord):  # an inner message: its own CRC and validity
+            brace = "}" if options.kafka_version < (4, 0) else ""  # 3.x's Scala stray brace
+            parts.append(f" isValid: {_bool(record.valid)} crc: {record.crc}{brace}")
     if v2 and batch.is_control:
         if options.skip_record_metadata:  # Kafka prints a control record's type as metadata
             return "".join(parts)
         kind = decode_control_key(record.key).type
+        # 3.9 printed LeaderChange as a bare control type; the other KRaft ones as JSON
+        kraft = None
+        if kind is not ControlRecordType.LEADER_CHANGE or options.kafka_version >= (4, 0):
+            kraft = kraft_control_text(kind, record.value)
         if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
             marker = decode_end_txn_marker(record.key, record.value)
             parts.append(
                 f" endTxnMarker: {marker.type.name} coordinatorEpoch: {marker.coordinator_epoch}"
             )
+        elif kraft is not None:
+            parts.append(f" {kraft}")
         else:
             parts.append(f" controlType: {kind.name}({decode_control_key(record.key).type_id})")
     elif options.prints_data:
@@ -297,20 +322,66 @@ def _json_batch(batch: AnyBatch, position: int, options: DumpOptions) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+def _header_line(name: str) -> str | None:
+    """What Kafka prints before a segment's or a KRaft snapshot's batches. A snapshot whose name
+    is not ``<end offset>-<epoch>.checkpoint`` (Kafka's tool fails on one) gets no such line."""
+    if name.endswith(fn.LOG_FILE_SUFFIX):
+        return f"Log starting offset: {fn.offset_from_file_name(name)}"
+    if name == "bootstrap.checkpoint":  # KIP-778's bootstrap metadata
+        return "KRaft bootstrap snapshot"
+    match = _SNAPSHOT_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return f"Snapshot end offset: {int(match[1])}, epoch: {int(match[2])}"
+
+
+_SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")  # Kafka's Snapshots.parse
+READ_CHUNK = 1024 * 1024  # a dump holds one chunk (or one larger batch) at a time
+
+
+class SegmentWalk:
+    """The complete batches of the first ``limit`` bytes of a segment file, with their
+    positions, read a chunk at a time; ``valid_end`` is where the valid prefix ends."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self.size = 0
+        self.valid_end = 0
+
+    def __iter__(self) -> Iterator[tuple[int, AnyBatch]]:
+        with self.path.open("rb") as f:
+            fd = f.fileno()
+            self.size = size = min(os.fstat(fd).st_size, self.limit)
+            position, chunk = 0, READ_CHUNK
+            while position < size:
+                data = os.pread(fd, min(chunk, size - position), position)
+                scan = BatchScanner(data, verify_crc=False, file=str(self.path))
+                for batch in scan:
+                    yield position + scan.valid_bytes - batch.size_in_bytes, batch
+                if scan.valid_bytes == 0:
+                    if scan.stop is ScanStop.TRUNCATED and len(data) < size - position:
+                        chunk = max(chunk * 2, next_batch_size(data) or chunk)  # a big batch
+                        continue
+                    break  # damage, or a partial batch at the end
+                position += scan.valid_bytes
+                self.valid_end = position
+                chunk = READ_CHUNK
+
+
 def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -> None:
     out = report.out
     if not options.json:
-        out.append(f"Dumping {shown}")
-        out.append(f"Log starting offset: {fn.offset_from_file_name(path.name)}")
-    data = path.read_bytes()[: options.max_bytes]
-    scanner = BatchScanner(data, verify_crc=False, file=str(path))
+        header = _header_line(path.name)
+        if header is not None:
+            out.append(header)
+    walk = SegmentWalk(path, options.max_bytes)
     last_offset = -1
     # 4.x's Java port compares the first record with -1 too, so a segment that does not start
     # at offset 0 always reports "-1 is followed by <base>"; 3.9 started comparing after it
     first_is_gap = options.kafka_version >= (4, 0)
     gaps: list[tuple[int, int]] = []
-    for batch in scanner:
-        position = scanner.valid_bytes - batch.size_in_bytes  # valid_bytes is the batch's end
+    for position, batch in walk:
         if options.json:
             out.append(_json_batch(batch, position, options))
         else:
@@ -322,7 +393,7 @@ def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -
                 last_offset = record.offset
                 if not options.json:
                     out.append(record_line(batch, record, options))
-    remaining = len(data) - scanner.valid_bytes
+    remaining = walk.size - walk.valid_end
     if remaining > 0 and not options.max_bytes_given and not options.json:
         out.append(f"Found {remaining} invalid bytes at the end of {path.name}")
     if gaps:

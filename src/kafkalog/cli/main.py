@@ -16,7 +16,7 @@ import click
 
 from kafkalog.cli import admin, console, perf, tools, topics
 from kafkalog.cli.dump_index import dump_files
-from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions
+from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, DumpReport, Output
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.serve import serve
 from kafkalog.errors import (
@@ -139,9 +139,8 @@ def dump_log_cmd(
     )
     if offsets_decoder and transaction_log_decoder:
         raise InvalidArgumentError("choose one of --offsets-decoder and --transaction-log-decoder")
-    report = dump_files([f for f in files.split(",") if f], options)
-    for line in report.out:
-        click.echo(line)
+    report = DumpReport(out=Output(click.echo))  # stdout lines as they come
+    dump_files([f for f in files.split(",") if f], options, report)
     for line in report.err:
         click.echo(line, err=True)
 
