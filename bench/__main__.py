@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import cleaner, codec, manager, serve, spark, storage
+from bench import cleaner, codec, dump, manager, serve, spark, storage
 from bench.harness import Row, fmt, machine
 
 SUITES = {
@@ -16,6 +16,7 @@ SUITES = {
     "storage": storage.run,
     "manager": manager.run,
     "cleaner": cleaner.run,
+    "dump": dump.run,
     "spark": spark.run,
     "serve": serve.run,
 }
@@ -43,7 +44,7 @@ def render_markdown(rows: list[Row], when: str, host: str) -> str:
             [f"{k}: {fmt(v, r.unit)} (ours/it {r.ours / v:.2f})" for k, v in r.extra.items()]
             + ([r.notes] if r.notes else [])
         )
-        target = "report" if r.target is None else f">= {r.target:g}"
+        target = r.target_text
         lines.append(
             f"| {r.suite} | {r.operation} | {fmt(r.ours, r.unit)} | {r.baseline_name} | "
             f"{fmt(r.baseline, r.unit)} | {r.ratio:.2f} | {target} | {r.status} | {extra} |"
@@ -76,7 +77,7 @@ def main() -> int:
                 r.baseline_name,
                 fmt(r.baseline, r.unit),
                 f"{r.ratio:.2f}",
-                "report" if r.target is None else f">= {r.target:g}",
+                r.target_text,
                 r.status,
             )
         Console(width=200).print(table)
@@ -97,7 +98,11 @@ def main() -> int:
         )
     failed = [r for r in rows if r.status == "FAIL"]
     for r in failed:
-        print(f"FAIL: {r.operation}: ratio {r.ratio:.2f} < target {r.target}", file=sys.stderr)
+        print(
+            f"FAIL: {r.operation}: {fmt(r.ours, r.unit)}, ratio {r.ratio:.2f}, target "
+            f"{r.target_text}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

@@ -27,6 +27,7 @@ class Row:
     baseline_name: str
     baseline: float
     target: float | None = None  # minimum ours/baseline ratio, None = report only
+    ceiling: float | None = None  # or: the most ``ours`` may be (memory, latency), in its unit
     notes: str = ""
     extra: dict[str, float] = field(default_factory=dict)
     paired_ratio: float | None = None  # median of per-round ratios, when rounds were interleaved
@@ -39,9 +40,17 @@ class Row:
 
     @property
     def status(self) -> str:
+        if self.ceiling is not None:
+            return "PASS" if self.ours <= self.ceiling else "FAIL"
         if self.target is None:
             return "report"
         return "PASS" if self.ratio >= self.target else "FAIL"
+
+    @property
+    def target_text(self) -> str:
+        if self.ceiling is not None:
+            return f"<= {fmt(self.ceiling, self.unit)}"
+        return "report" if self.target is None else f">= {self.target:g}"
 
 
 def rate(
