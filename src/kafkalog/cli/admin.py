@@ -28,6 +28,7 @@ from kafkalog.manager.log_dir import read_topic_configs
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from kafkalog.storage.dir_lock import held_by_writer
 from kafkalog.storage.file_records import FileRecords
 
 
@@ -79,7 +80,9 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
     missing between segments (a deleted segment) unless the topic is compacted, where the
     cleaner leaves such gaps."""
     next_offset: int | None = None
-    for path in sorted(directory.glob("*" + fn.LOG_FILE_SUFFIX)):
+    live = held_by_writer(directory) or held_by_writer(directory.parent)
+    segments = sorted(directory.glob("*" + fn.LOG_FILE_SUFFIX))
+    for path in segments:
         try:
             base = fn.offset_from_file_name(path.name)
         except ValueError:
@@ -89,7 +92,12 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
             report.problems.append(
                 f"{path}: offset gap: offsets {next_offset} to {base - 1} are in no segment"
             )
-        records = FileRecords(path, writable=False)
+        try:
+            records = FileRecords(path, writable=False)
+        except FileNotFoundError:  # retention deleted it since the listing: not damage
+            report.segments -= 1
+            next_offset = None  # and no gap across it either
+            continue
         try:
             last = base - 1
             with records.scanner(verify_crc=True, base_offset=base) as scan:
@@ -100,7 +108,11 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
                     report.problems.append(
                         f"{path}: position {scan.error.position}: after offset {last}: {scan.error}"
                     )
-                elif scan.error is None and scan.valid_bytes < records.size:
+                elif (
+                    scan.error is None
+                    and scan.valid_bytes < records.size
+                    and not (live and path == segments[-1])
+                ):  # a writer's batch in flight at the end of the active segment is no damage
                     report.problems.append(
                         f"{path}: position {scan.valid_bytes}: {records.size - scan.valid_bytes} "
                         f"bytes of a partial batch after offset {last}"
@@ -108,6 +120,8 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
             next_offset = last + 1
         finally:
             records.close_handler()
+        if live and path == segments[-1]:
+            continue  # a writer's active index: preallocated, its unwritten entries are zeros
         dump = DumpReport()
         options = DumpOptions(verify_index_only=True)
         index = fn.offset_index_file(directory, base)
@@ -117,6 +131,8 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
                 dump_offset_index(index, options, dump)
             if time_index.exists() and time_index.stat().st_size and index.exists():
                 dump_time_index(time_index, options, dump)
+        except FileNotFoundError:
+            continue  # deleted by retention meanwhile
         except KafkaLogError as err:  # an index too damaged to walk is one more problem
             report.problems.append(f"{path.name}: index unusable: {err}")
         dump.finish()

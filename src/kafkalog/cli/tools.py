@@ -130,7 +130,7 @@ def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_:
                 f"--partitions {partitions!r}: comma-separated numbers"
             ) from None
     with LogManager(existing_dirs(log_dirs)) as manager:
-        for name in matching(manager, topic, if_exists=True):
+        for name in matching(sorted(manager.topics()), topic, if_exists=True):
             for p in range(manager.topics()[name]):
                 if wanted is not None and p not in wanted:
                     continue

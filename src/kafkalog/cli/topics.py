@@ -4,7 +4,8 @@ Why: a Kafka user reaches for kafka-topics' flags and reads its output; here the
 files directly (no broker). ``--topic`` is a regular expression for everything but
 ``--create``, as in Kafka; ``--if-exists``/``--if-not-exists`` turn the missing/existing topic
 into no error; the describe lines carry Kafka's fields for a single node (Leader, Replicas and
-Isr are that node) followed by kafkalog's own (offsets, size, segments, log dir).
+Isr are that node) followed by kafkalog's own (offsets, size, segments, log dir). ``--list``
+and ``--describe`` read the files without the directory lock, so they work beside a writer.
 
 Refuses: a replication factor other than 1 (one copy of each partition is all there is), and
 ``--alter --config`` (Kafka 3.0 removed it; ``kafkalog configs --alter`` changes configs).
@@ -20,7 +21,10 @@ import click
 from kafkalog.cli.admin import existing_dirs, log_dirs_option, parse_configs
 from kafkalog.cli.errors import user_errors
 from kafkalog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOrPartitionError
+from kafkalog.log.view import PartitionView, discover_partitions
+from kafkalog.manager.log_dir import read_topic_configs
 from kafkalog.manager.log_manager import LogManager
+from kafkalog.storage.partition_metadata import read_partition_metadata
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
@@ -38,9 +42,8 @@ def node_id(log_dirs: list[Path]) -> int:
     return 1
 
 
-def matching(manager: LogManager, pattern: str | None, *, if_exists: bool) -> list[str]:
+def matching(names: list[str], pattern: str | None, *, if_exists: bool) -> list[str]:
     """Topics whose name the regular expression matches whole (all without ``--topic``)."""
-    names = sorted(manager.topics())
     if pattern is None:
         return names
     try:
@@ -106,6 +109,14 @@ def topics(
     dirs = [Path(d) for d in log_dirs.split(",") if d]
     if action != "create":
         existing_dirs(log_dirs)
+    if action in ("list", "describe"):  # read-only: no lock, so beside a writer too
+        by_topic = _partitions(dirs)
+        for name in matching(sorted(by_topic), topic, if_exists=if_exists):
+            if action == "list":
+                click.echo(name)
+            else:
+                _describe(dirs, name, by_topic[name], node_id(dirs))
+        return
     with LogManager(dirs) as manager:
         if action == "create":
             assert topic is not None
@@ -117,13 +128,8 @@ def topics(
                 return
             click.echo(f"Created topic {topic}.")
             return
-        names = matching(manager, topic, if_exists=if_exists)
-        for name in names:
-            if action == "list":
-                click.echo(name)
-            elif action == "describe":
-                _describe(manager, name, node_id(dirs))
-            elif action == "alter":
+        for name in matching(sorted(manager.topics()), topic, if_exists=if_exists):
+            if action == "alter":
                 assert partitions is not None
                 manager.create_partitions(name, partitions)
             else:
@@ -131,19 +137,30 @@ def topics(
                 click.echo(f"Topic {name} is marked for deletion.")
 
 
-def _describe(manager: LogManager, topic: str, node: int) -> None:
-    count = manager.topics()[topic]
-    overrides = manager.topic_overrides(topic)
+def _partitions(dirs: list[Path]) -> dict[str, dict[int, Path]]:
+    out: dict[str, dict[int, Path]] = {}
+    for tp, path in discover_partitions(dirs).items():
+        out.setdefault(tp.topic, {})[tp.partition] = path
+    return out
+
+
+def _describe(dirs: list[Path], topic: str, partitions: dict[int, Path], node: int) -> None:
+    """kafka-topics' lines from the files alone: another process may be writing meanwhile."""
+    overrides: dict[str, str] = {}
+    for d in dirs:
+        overrides.update(read_topic_configs(d).get(topic, {}))
     configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    meta = read_partition_metadata(partitions[min(partitions)])
     click.echo(
-        f"Topic: {topic}\tTopicId: {manager.topic_id(topic) or 'NONE'}\t"
-        f"PartitionCount: {count}\tReplicationFactor: 1\tConfigs: {configs}"
+        f"Topic: {topic}\tTopicId: {meta.topic_id if meta else 'NONE'}\t"
+        f"PartitionCount: {len(partitions)}\tReplicationFactor: 1\tConfigs: {configs}"
     )
-    for p in range(count):
-        log = manager.get_log(topic, p)
+    for p, path in sorted(partitions.items()):
+        view = PartitionView(path)
+        segments = view.segments()
         click.echo(
             f"\tTopic: {topic}\tPartition: {p}\tLeader: {node}\tReplicas: {node}\tIsr: {node}\t"
-            f"LogStartOffset: {log.log_start_offset}\tLogEndOffset: {log.log_end_offset}\t"
-            f"Size: {log.size_in_bytes}\tSegments: {log.number_of_segments}\t"
-            f"LogDir: {manager.log_dir_of(topic, p)}"
+            f"LogStartOffset: {view.log_start_offset()}\tLogEndOffset: {view.log_end_offset()}\t"
+            f"Size: {sum(s.size for s in segments)}\tSegments: {len(segments)}\t"
+            f"LogDir: {path.parent}"
         )

@@ -91,3 +91,25 @@ class DirectoryLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+
+def held_by_writer(directory: Path) -> bool:
+    """Whether some process holds ``directory``'s ``.lock`` exclusively, i.e. is writing there.
+    Read from ``/proc/locks`` rather than by trying the lock, which would make a writer that
+    opens at that instant fail; False where ``/proc/locks`` is not there to read."""
+    try:
+        st = os.stat(directory / LOCK_FILE)
+        with open("/proc/locks", encoding="ascii") as f:
+            table = f.read()
+    except OSError:
+        return False
+    wanted = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in table.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF" (major and minor in hex)
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or fields[3] != "WRITE":
+            continue
+        parts = fields[5].split(":")
+        if len(parts) == 3 and (int(parts[0], 16), int(parts[1], 16), int(parts[2])) == wanted:
+            return True
+    return False
