@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -122,11 +123,26 @@ def records_in(topic: str) -> int:
     return total
 
 
+def cli_hint() -> str:
+    """How to run ``kafkalog`` from here: the venv's script, as it is not on PATH until the
+    venv is activated."""
+    script = Path(sys.executable).parent / "kafkalog"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script) if script.exists() else "kafkalog"
+
+
 def main() -> None:
     began = time.monotonic()
     shutil.rmtree(DATA, ignore_errors=True)
     LOGS.mkdir(parents=True)
     steps: list[tuple[str, str]] = []
+
+    def done(step: str, result: str) -> None:  # progress as it happens, the table at the end
+        steps.append((step, result))
+        console.print(f"  [green]done[/] {step}: {result} [dim]({time.monotonic() - began:.0f} s)")
+
     config = LogConfig.from_properties({"segment.bytes": str(4 << 20)})
     with LogManager([LOGS], config) as manager:
         manager.create_topic("clicks", 4)
@@ -143,28 +159,28 @@ def main() -> None:
         )
         start_ms = int(time.time() * 1000) - HISTORY_MS
         generate(manager, 200_000, seed=1, start_ms=start_ms)
-    steps.append(("library: clickstream written to clicks (4 partitions)", "200,000 events"))
+    done("library: clickstream written to clicks (4 partitions)", "200,000 events")
 
-    console.print("[bold]Starting Spark (local[2])...[/bold]")
+    console.print("[bold]Starting Spark (local[2]); the first job takes longest...[/bold]")
     spark = kafkalog.spark.local_session("kafkalog-demo")
     try:
         t = time.monotonic()
         users = batch_job(spark)
-        steps.append((f"spark batch: per-user stats -> user-stats ({time.monotonic() - t:.1f} s)",
-                      f"{users:,} users"))  # fmt: skip
+        done(f"spark batch: per-user stats -> user-stats ({time.monotonic() - t:.1f} s)",
+             f"{users:,} users")  # fmt: skip
         t = time.monotonic()
         first = streaming_job(spark)
-        steps.append((f"spark stream, run 1: page views ({time.monotonic() - t:.1f} s)",
-                      f"{first:,} events read"))  # fmt: skip
+        done(f"spark stream, run 1: page views ({time.monotonic() - t:.1f} s)",
+             f"{first:,} events read")  # fmt: skip
         with LogManager([LOGS], config) as manager:
             generate(manager, 20_000, seed=2, start_ms=start_ms + 200_000)
-        steps.append(("library: more clicks appended", "20,000 events"))
+        done("library: more clicks appended", "20,000 events")
         t = time.monotonic()
         second = streaming_job(spark)
-        steps.append((f"spark stream, run 2 from the checkpoint ({time.monotonic() - t:.1f} s)",
-                      f"{second:,} events read (only the new ones)"))  # fmt: skip
+        done(f"spark stream, run 2 from the checkpoint ({time.monotonic() - t:.1f} s)",
+             f"{second:,} events read (only the new ones)")  # fmt: skip
         users = batch_job(spark)
-        steps.append(("spark batch again: stats for the grown topic", f"{users:,} users"))
+        done("spark batch again: stats for the grown topic", f"{users:,} users")
         views = spark.read.parquet(str(DATA / "page-views"))
         by_page = sorted((r["page"], r["count"]) for r in views.groupBy("page").count().collect())
     finally:
@@ -176,8 +192,8 @@ def main() -> None:
             # active segment is never cleaned, so roll it to make the latest stats cleanable
         results = manager.run_cleaner()
     after = records_in("user-stats")
-    steps.append((f"cleaner: compacted user-stats ({len(results)} round(s))",
-                  f"{before:,} -> {after:,} records (latest per user)"))  # fmt: skip
+    done(f"cleaner: compacted user-stats ({len(results)} round(s))",
+         f"{before:,} -> {after:,} records (latest per user)")  # fmt: skip
 
     table = Table(title="kafkalog demo pipeline")
     table.add_column("step")
@@ -194,7 +210,7 @@ def main() -> None:
     ok = first == 200_000 and second == 20_000 and after == users
     console.print(
         f"{'[green]OK' if ok else '[red]UNEXPECTED'}[/] in {time.monotonic() - began:.0f} s; "
-        f"data in {DATA}/ (try: kafkalog topics --log-dirs {LOGS} --describe)"
+        f"data in {DATA}/ (try: {cli_hint()} topics --log-dirs {LOGS} --describe)"
     )
     if not ok:
         raise SystemExit(1)

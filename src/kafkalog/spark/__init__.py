@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -28,6 +29,9 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", **conf: 
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):  # one machine: bind loopback, so Spark need not warn that
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the hostname resolves to it
+    quiet = Path(__file__).with_name("log4j2-quiet.properties")
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -35,7 +39,7 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", **conf: 
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet.as_uri()}")
     )
     pure = os.environ.get("KAFKALOG_PURE_PYTHON")
     if pure is not None:  # the workers choose their codec as this process did
