@@ -5,6 +5,7 @@ process), the sink (round trip with headers and nulls, murmur2 placement, exactl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -143,6 +144,8 @@ def test_stream_restart_only_reads_new_data_and_caps_triggers(spark: Any, tmp_pa
     first = run(maxOffsetsPerTrigger="30")
     batches = [p for p in first.recentProgress if p["numInputRows"]]
     assert len(batches) >= 3 and all(p["numInputRows"] <= 30 for p in batches)
+    # the progress says what is available (reportLatestOffset), not only what the batch took
+    assert json.loads(batches[0]["sources"][0]["latestOffset"]) == {"ev": {"0": 50, "1": 50}}
     assert spark.read.parquet(str(out)).count() == 100
     with LogManager([tmp_path]) as m:
         for p in range(2):

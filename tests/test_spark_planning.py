@@ -144,3 +144,51 @@ def test_offset_json_is_sparks_and_rate_limit_is_proportional() -> None:
     }
     assert rate_limit(start, latest, 5000) == latest
     assert OffsetRange("t", 0, "/x", 5, 9, False, False, True).size == 4
+
+
+def test_min_offsets_per_trigger_waits_for_rows_or_max_trigger_delay(data: Path) -> None:
+    """Spark's Kafka source: a batch waits until minOffsetsPerTrigger new offsets are there,
+    or maxTriggerDelay has passed since the last batch; maxOffsetsPerTrigger still caps it."""
+    from kafkalog.spark.source import KafkaLogStreamReader
+
+    now = [1_000_000]
+    read = opts(data, True, subscribe="a", minOffsetsPerTrigger="150",
+                maxOffsetsPerTrigger="160", maxTriggerDelay="30s")  # fmt: skip
+    reader = KafkaLogStreamReader(read, clock=lambda: now[0])  # type: ignore[arg-type]
+    start = {"a": {"0": 0, "1": 0}}
+    limit = reader.getDefaultReadLimit()  # what Spark 4.2+ hands back: maxOffsetsPerTrigger
+    assert reader.latestOffset(start, limit) == {"a": {"0": 80, "1": 80}}  # the first: capped
+    held = {"a": {"0": 80, "1": 80}}  # 40 new offsets < 150: held back
+    assert reader.latestOffset(held, limit) == held
+    now[0] += 29_999
+    assert reader.latestOffset(held, None) == held  # Spark 4.0/4.1's call, the same rule
+    now[0] += 1  # maxTriggerDelay since the last batch: whatever is there
+    assert reader.latestOffset(held, limit) == {"a": {"0": 100, "1": 100}}
+    assert reader.reportLatestOffset() == {"a": {"0": 100, "1": 100}}
+    reader.prepareForTriggerAvailableNow()  # AvailableNow must finish: no holding back
+    assert reader.latestOffset(held, None) == {"a": {"0": 100, "1": 100}}
+
+
+def test_trigger_options_as_spark_checks_them(data: Path) -> None:
+    read = opts(data, True, subscribe="a", maxTriggerDelay="2m")
+    assert read.max_trigger_delay_ms == 120_000  # type: ignore[attr-defined]
+    assert opts(data, True, subscribe="a").max_trigger_delay_ms == 900_000  # type: ignore[attr-defined]
+    for bad, key in (({"maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+                     ({"minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger"),
+                     ({"minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+                      "minOffsetsPerTrigger")):  # fmt: skip
+        with pytest.raises(InvalidConfigError) as err:
+            opts(data, True, subscribe="a", **bad)
+        assert key in str(err.value)
+
+
+def test_a_start_past_the_end_is_blamed_on_starting_offsets(data: Path) -> None:
+    read = opts(data, subscribe="b", startingOffsets='{"b":{"0":50}}')
+    with pytest.raises(InvalidConfigError) as err:
+        plan_batch(read)  # type: ignore[arg-type]
+    assert "startingOffsets" in str(err.value) and "after its latest offset" in str(err.value)
+    read = opts(data, subscribe="a", startingOffsets='{"a":{"0":50,"1":50}}',
+                endingOffsets='{"a":{"0":40,"1":60}}')  # fmt: skip
+    with pytest.raises(InvalidConfigError) as err:
+        plan_batch(read)  # type: ignore[arg-type]
+    assert "endingOffsets" in str(err.value)

@@ -133,6 +133,8 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     include_headers: bool
     read_committed: bool
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000  # Spark's Kafka source: "15m"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -172,6 +174,22 @@ def _positive(opts: Mapping[str, str], key: str) -> int | None:
     if value <= 0:
         raise InvalidConfigError(_name(key), f"must be a positive integer, not {raw!r}")
     return value
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}  # fmt: skip
+
+
+def _duration_ms(opts: Mapping[str, str], key: str, default: str) -> int:
+    """A Spark time string (``15m``, ``30s``, ``500``: milliseconds), as JavaUtils.timeStringAsMs
+    reads it."""
+    raw = opts.get(key, default).strip().lower()
+    match = re.fullmatch(r"(-?\d+)\s*([a-z]*)", raw)
+    if match is None or match[2] not in ("", *_TIME_UNITS_MS) or int(match[1]) < 0:
+        raise InvalidConfigError(
+            _name(key), f"must be a duration such as 15m, 30s or 500ms, not {opts.get(key)!r}"
+        )
+    return int(int(match[1]) * _TIME_UNITS_MS.get(match[2] or "ms", 1))
 
 
 def _json_partitions(key: str, raw: str) -> dict[TopicPartition, int]:
@@ -272,6 +290,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         raise InvalidConfigError(
             "startingOffsetsByTimestampStrategy", f"must be error or latest, not {strategy!r}"
         )
+    max_rows = _positive(opts, "maxoffsetspertrigger") if streaming else None
+    min_rows = _positive(opts, "minoffsetspertrigger") if streaming else None
+    if min_rows is not None and max_rows is not None and min_rows > max_rows:
+        raise InvalidConfigError(  # Spark's KafkaSourceProvider refuses the same
+            "minOffsetsPerTrigger",
+            f"{min_rows} is higher than maxOffsetsPerTrigger ({max_rows})",
+        )
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise InvalidConfigError(
@@ -289,9 +314,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         min_partitions=_positive(opts, "minpartitions"),
         max_records_per_partition=_positive(opts, "maxrecordsperpartition"),
-        max_offsets_per_trigger=_positive(opts, "maxoffsetspertrigger") if streaming else None,
+        max_offsets_per_trigger=max_rows,
         include_headers=_bool(opts, "includeheaders", False),
         read_committed=isolation == "read_committed",
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", "15m"),
     )
 
 

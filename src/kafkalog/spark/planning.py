@@ -225,6 +225,12 @@ def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
         start = resolve(opts.starting, tp, view, opts, start=True)
         end = resolve(opts.ending, tp, view, opts, start=False)
         start = check_start(opts, tp, view, start)
+        latest = upper_bound(view, opts.read_committed)
+        if start > latest:  # the start is what is wrong, whatever the end says
+            raise InvalidConfigError(
+                "startingOffsets",
+                f"starts {tp.topic}-{tp.partition} at {start}, after its latest offset {latest}",
+            )
         if end < start:
             raise InvalidConfigError(
                 "endingOffsets",

@@ -11,7 +11,8 @@ Kafka source does) and state shared between planning and reading.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -98,15 +99,24 @@ class KafkaLogBatchReader(DataSourceReader):
         yield from read_range(partition.range, arrow_schema(partition.range.include_headers))
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over growing logs. ``latestOffset(start, limit)`` is Spark 4.2+'s
-    admission-control form; 4.0/4.1 call it with no arguments, and then a cap from
-    ``maxOffsetsPerTrigger`` is applied from the end of the last planned batch."""
+    admission-control form; 4.0/4.1 call it with no arguments, and then the limits apply from
+    the end of the last planned batch. ``minOffsetsPerTrigger`` holds a batch back until that
+    many new offsets are there or ``maxTriggerDelay`` has passed since the last batch, as Spark's
+    Kafka source does (never under Trigger.AvailableNow, which must end); ``maxOffsetsPerTrigger``
+    caps it."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, clock: Callable[[], int] = _now_ms) -> None:
         self.opts = opts
+        self.clock = clock
         self._available_now: dict[TopicPartition, int] | None = None
         self._last_end: dict[TopicPartition, int] | None = None
+        self._last_trigger_ms = 0  # the first batch is never held back, as in Spark
 
     def _latest(self) -> dict[TopicPartition, int]:
         latest = {
@@ -139,12 +149,38 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cap = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             cap = limit.max_rows
-        elif limit is None and start is None and self.opts.max_offsets_per_trigger:
-            cap = self.opts.max_offsets_per_trigger  # Spark 4.0/4.1 emulation
-            start = to_json_offsets(self._last_end) if self._last_end is not None else None
-        if cap is not None and start is not None:
-            latest = rate_limit(from_json_offsets(start), latest, cap)
+        elif limit is None:  # Spark 4.0/4.1: no limit (nor start) handed over
+            cap = self.opts.max_offsets_per_trigger
+            if start is None and self._last_end is not None:
+                start = to_json_offsets(self._last_end)
+        if start is None:
+            return to_json_offsets(latest)
+        begin = from_json_offsets(start)
+        if self._hold_back(begin, latest):
+            return start  # no new offsets: Spark plans no batch this trigger
+        if cap is not None:
+            latest = rate_limit(begin, latest, cap)
         return to_json_offsets(latest)
+
+    def _hold_back(
+        self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int]
+    ) -> bool:
+        """Spark Kafka's ``delayBatch``: too few new offsets, and not yet maxTriggerDelay."""
+        wanted = self.opts.min_offsets_per_trigger
+        if wanted is None or self._available_now is not None:
+            return False
+        now = self.clock()
+        if now - self._last_trigger_ms < self.opts.max_trigger_delay_ms:
+            new = sum(max(0, o - begin.get(tp, o)) for tp, o in latest.items())
+            if new < wanted:
+                return True
+        self._last_trigger_ms = now
+        return False
+
+    def reportLatestOffset(self) -> Offsets:
+        """The offsets available now, for the query's progress (Spark 4.2+), whatever the
+        limits let the next batch take."""
+        return to_json_offsets(self._latest())
 
     def partitions(self, start: Offsets, end: Offsets) -> list[RangePartition]:
         begin, finish = from_json_offsets(start), from_json_offsets(end)
