@@ -50,10 +50,14 @@ class CompiledCodec(Protocol):
     ) -> bytes: ...
 
 
+_load_error: list[str] = []  # why the extension did not load, for the Spark executors' warning
+
+
 def _load() -> CompiledCodec | None:
     try:
         module: CompiledCodec = importlib.import_module("kafkalog.records._fastcodec")
     except ImportError as err:  # not built, or built for another Python: the reference serves
+        _load_error.append(str(err))
         warnings.warn(
             f"kafkalog's compiled record codec did not load ({err}); the pure-Python reference "
             "codec runs instead, several times slower (install kafkalog with a C compiler "
@@ -72,6 +76,11 @@ _state = {"enabled": True}
 def compiled_codec() -> CompiledCodec | None:
     """The compiled extension if it was built, whether or not it is in use."""
     return _COMPILED
+
+
+def compiled_codec_error() -> str | None:
+    """Why the compiled extension did not load (the ImportError's text); None if it did."""
+    return _load_error[0] if _COMPILED is None and _load_error else None
 
 
 def fast_codec() -> CompiledCodec | None:

@@ -21,6 +21,7 @@ from kafkalog.log.view import PartitionView
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE, RecordColumns
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.scanner import AnyBatch
+from kafkalog.spark.executor_codec import check_executor_codec
 from kafkalog.spark.planning import OffsetRange, data_loss
 
 ROWS_PER_BATCH = 10_000
@@ -54,6 +55,7 @@ def _batches(r: OffsetRange, view: PartitionView, start: int) -> Iterator[AnyBat
 
 def read_range(r: OffsetRange, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``r`` in offset order, ``ROWS_PER_BATCH`` at a time."""
+    check_executor_codec()
     schema = schema if schema is not None else arrow_schema(r.include_headers)
     view = PartitionView(Path(r.directory))
     start = r.start

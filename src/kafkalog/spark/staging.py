@@ -29,6 +29,7 @@ from kafkalog.clock import SYSTEM_CLOCK
 from kafkalog.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE
 from kafkalog.records.columnar_encode import encode_batches, partitions_for_keys, record_columns
+from kafkalog.spark.executor_codec import check_executor_codec
 from kafkalog.spark.options import WriteOptions
 from kafkalog.types import TopicPartition, validate_topic_name
 
@@ -181,6 +182,7 @@ def stage_batches(
     """Arrow record batches (or Rows, on Spark 4.0's streaming writer) -> staged files. Rows
     become Arrow batches of ``ROW_CHUNK`` rows first, so placement and the sticky rule exist
     once, column-wise."""
+    check_executor_codec()
     stager = _Stager(job_dir, opts, counts)
     rows: list[Any] = []
     for item in batches:
