@@ -325,3 +325,15 @@ def test_progress_bar_only_on_a_terminal() -> None:
     with progress("verify", 4, console=console) as advance:
         advance(4)
     assert "verify" in buffer.getvalue()
+
+
+def test_dump_log_decoder_classes_refuse_what_kafkalog_cannot_run(tmp_path: Path) -> None:
+    directory = small_log(tmp_path)
+    segment = str(directory / "00000000000000000000.log")
+    code, out, err = run("dump-log", "--files", segment, "--value-decoder-class", "com.acme.Avro")
+    assert code == 5 and out == "" and "cannot load other classes" in err
+    code, _, err = run("dump-log", "--files", segment, "--value-decoder-class",
+                       "org.apache.kafka.tools.api.LongDecoder")  # fmt: skip
+    assert code == 5 and "LongDecoder cannot decode the value at offset 0" in err
+    code, out, _ = run("dump-log", "--files", segment, "--key-decoder-class")  # alone: String
+    assert code == 0 and " payload: " in out

@@ -166,3 +166,28 @@ def test_legacy_and_compressed_segments_dump_identically(
         got, got_err = kafkalog_dump([str(segment)], options, "--kafka-version", major_minor)
         assert got == want, (options, first_difference(want, got))
         assert got_err.strip() == kafka_errors(want_err).strip()
+
+
+@pytest.mark.one_codec  # the decoders run on decoded records, whichever codec decoded them
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_decoder_classes_print_as_kafkas(tmp_path: Path, version: str) -> None:
+    """Kafka's StringDecoder, IntegerDecoder and LongDecoder, by their 4.x and 3.x names."""
+    from kafkalog import Log, LogConfig, Record
+
+    with Log.open(tmp_path / "t-0", LogConfig()) as log:
+        log.append([Record((i * 1_000_003 - 7).to_bytes(8, "big", signed=True),
+                           (-i).to_bytes(4, "big", signed=True), timestamp=1_700_000_000_000)
+                    for i in range(5)])  # fmt: skip
+        log.append([Record(None, b"\x00\x00\x00\x07", timestamp=1_700_000_000_000)])
+    segment = [str(tmp_path / "t-0" / "00000000000000000000.log")]
+    api = "org.apache.kafka.tools.api." if version.startswith("4.") else "kafka.serializer."
+    major_minor = ".".join(version.split(".")[:2])
+    for options in (
+        ("--key-decoder-class", f"{api}IntegerDecoder", "--value-decoder-class",
+         f"{api}LongDecoder"),
+        ("--key-decoder-class", f"{api}IntegerDecoder"),
+        ("--value-decoder-class", f"{api}StringDecoder", "--skip-record-metadata"),
+    ):  # fmt: skip
+        want, _ = kafka_dump(version, segment, options)
+        got, _ = kafkalog_dump(segment, options, "--kafka-version", major_minor)
+        assert got == want, (options, first_difference(want, got))

@@ -11,17 +11,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkalog.cli.dump_decoders import API_PACKAGE, STRING_DECODER, key_and_payload
 from kafkalog.cli.kraft_records import kraft_control_text
+from kafkalog.cli.segment_walk import SegmentWalk
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records import AnyBatch, Record, coordinator
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key, decode_end_txn_marker
 from kafkalog.records.legacy import LegacyRecord
-from kafkalog.records.scanner import BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
 from kafkalog.types import INT32_MAX, ControlRecordType, TimestampType
 
@@ -41,12 +42,18 @@ class DumpOptions:
     json: bool = False
     # "offsets" (--offsets-decoder) or "transactions" (--transaction-log-decoder)
     decoder: str | None = None
+    key_decoder: str | None = None  # --key-decoder-class / --value-decoder-class: Kafka's names
+    value_decoder: str | None = None
     # whose DumpLogSegments output to match where Kafka's releases differ (--kafka-version)
     kafka_version: tuple[int, int] = (4, 3)
 
     @property
     def prints_data(self) -> bool:
-        return self.print_data_log or self.decoder is not None
+        return self.print_data_log or self.decoder is not None or self.decoder_classes
+
+    @property
+    def decoder_classes(self) -> bool:
+        return self.key_decoder is not None or self.value_decoder is not None
 
     @property
     def deep(self) -> bool:
@@ -260,10 +267,9 @@ def record_line(batch: AnyBatch, record: Record, options: DumpOptions) -> str:
 def _parse(record: Record, options: DumpOptions) -> tuple[str | None, str | None]:
     """Key and payload as DumpLogSegments' message parser for the chosen decoder shows them."""
     if options.decoder is None:
-        return (
-            None if record.key is None else _text(record.key),
-            None if record.value is None else _text(record.value),
-        )
+        key_class = options.key_decoder or STRING_DECODER
+        return key_and_payload(record.key, record.value, record.offset, key_class,
+                               options.value_decoder or STRING_DECODER)  # fmt: skip
     if record.key is None:
         raise InvalidArgumentError(
             f"Failed to decode message at offset {record.offset} using the specified decoder "
@@ -336,41 +342,15 @@ def _header_line(name: str) -> str | None:
 
 
 _SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")  # Kafka's Snapshots.parse
-READ_CHUNK = 1024 * 1024  # a dump holds one chunk (or one larger batch) at a time
-
-
-class SegmentWalk:
-    """The complete batches of the first ``limit`` bytes of a segment file, with their
-    positions, read a chunk at a time; ``valid_end`` is where the valid prefix ends."""
-
-    def __init__(self, path: Path, limit: int) -> None:
-        self.path = path
-        self.limit = limit
-        self.size = 0
-        self.valid_end = 0
-
-    def __iter__(self) -> Iterator[tuple[int, AnyBatch]]:
-        with self.path.open("rb") as f:
-            fd = f.fileno()
-            self.size = size = min(os.fstat(fd).st_size, self.limit)
-            position, chunk = 0, READ_CHUNK
-            while position < size:
-                data = os.pread(fd, min(chunk, size - position), position)
-                scan = BatchScanner(data, verify_crc=False, file=str(self.path))
-                for batch in scan:
-                    yield position + scan.valid_bytes - batch.size_in_bytes, batch
-                if scan.valid_bytes == 0:
-                    if scan.stop is ScanStop.TRUNCATED and len(data) < size - position:
-                        chunk = max(chunk * 2, next_batch_size(data) or chunk)  # a big batch
-                        continue
-                    break  # damage, or a partial batch at the end
-                position += scan.valid_bytes
-                self.valid_end = position
-                chunk = READ_CHUNK
 
 
 def dump_log(path: Path, shown: str, options: DumpOptions, report: DumpReport) -> None:
     out = report.out
+    if options.kafka_version < (4, 0) and not options.json:  # 3.9 makes its decoders per file
+        for name in (options.value_decoder, options.key_decoder):
+            if name is not None and name.startswith("kafka.serializer."):
+                simple = name.removeprefix("kafka.serializer.")
+                out.append(f"{name} is deprecated. Please use {API_PACKAGE}{simple} instead")
     if not options.json:
         header = _header_line(path.name)
         if header is not None:

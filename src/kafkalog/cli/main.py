@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from kafkalog.cli import admin, console, perf, tools, topics
+from kafkalog.cli.dump_decoders import STRING_DECODER, decoder_for
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, DumpReport, Output
 from kafkalog.cli.errors import user_errors
@@ -93,6 +94,20 @@ def configure_logging() -> None:
     help="Decode __transaction_state records (implies data).",
 )
 @click.option(
+    "--key-decoder-class",
+    is_flag=False,
+    flag_value=STRING_DECODER,
+    default=None,
+    help="Kafka's StringDecoder, IntegerDecoder or LongDecoder for keys (implies data).",
+)
+@click.option(
+    "--value-decoder-class",
+    is_flag=False,
+    flag_value=STRING_DECODER,
+    default=None,
+    help="The same for values (implies data).",
+)
+@click.option(
     "--kafka-version",
     default="4.3",
     show_default=True,
@@ -112,6 +127,8 @@ def dump_log_cmd(
     as_json: bool,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    key_decoder_class: str | None,
+    value_decoder_class: str | None,
     kafka_version: str,
 ) -> None:
     """Print segments, indexes, txn indexes and producer snapshots as kafka-dump-log does.
@@ -135,8 +152,14 @@ def dump_log_cmd(
         else "transactions"
         if transaction_log_decoder
         else None,
+        key_decoder=key_decoder_class,
+        value_decoder=value_decoder_class,
         kafka_version=parse_kafka_version(kafka_version),
     )
+    for option, name in (("--key-decoder-class", key_decoder_class),
+                         ("--value-decoder-class", value_decoder_class)):  # fmt: skip
+        if name is not None:
+            decoder_for(option, name)  # refuse an unknown class before any output
     if offsets_decoder and transaction_log_decoder:
         raise InvalidArgumentError("choose one of --offsets-decoder and --transaction-log-decoder")
     report = DumpReport(out=Output(click.echo))  # stdout lines as they come
