@@ -15,23 +15,29 @@ from typing import Protocol
 class Clock(Protocol):
     """A source of wall-clock milliseconds and monotonic nanoseconds."""
 
-    def milliseconds(self) -> int: ...
+    def milliseconds(self) -> int:
+        """Wall-clock time in milliseconds since the epoch (record timestamps, retention)."""
 
-    def nanoseconds(self) -> int: ...
+    def nanoseconds(self) -> int:
+        """A monotonic reading in nanoseconds (intervals, deadlines)."""
 
-    def sleep(self, ms: int) -> None: ...
+    def sleep(self, ms: int) -> None:
+        """Wait ``ms`` milliseconds (a manual clock advances instead)."""
 
 
 class SystemClock:
     """The real clock."""
 
     def milliseconds(self) -> int:
+        """``time.time_ns()`` in milliseconds."""
         return time.time_ns() // 1_000_000
 
     def nanoseconds(self) -> int:
+        """``time.monotonic_ns()``."""
         return time.monotonic_ns()
 
     def sleep(self, ms: int) -> None:
+        """``time.sleep`` for ``ms`` milliseconds."""
         time.sleep(ms / 1000)
 
 
@@ -44,17 +50,21 @@ class ManualClock:
         self._extra_ns = 0
 
     def milliseconds(self) -> int:
+        """The time the clock was set or advanced to."""
         with self._lock:
             return self._ms
 
     def nanoseconds(self) -> int:
+        """The milliseconds in nanoseconds: moves only with ``advance``."""
         with self._lock:
             return self._ms * 1_000_000 + self._extra_ns
 
     def sleep(self, ms: int) -> None:
+        """Advance by ``ms`` at once: a test never waits."""
         self.advance(ms)
 
     def advance(self, ms: int) -> None:
+        """Move the clock forward ``ms`` milliseconds; ValueError for a negative step."""
         if ms < 0:
             raise ValueError(f"cannot move a clock backwards by {ms} ms")
         with self._lock:

@@ -71,6 +71,7 @@ class TimestampType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value: TimestampType | str | int) -> TimestampType:
+        """Accept a member, a Kafka name (``CreateTime``, ``LogAppendTime``) or an id."""
         if isinstance(value, TimestampType):
             return value
         if isinstance(value, int):
@@ -104,6 +105,7 @@ class CompressionType(enum.IntEnum):
 
     @classmethod
     def from_id(cls, codec_id: int) -> CompressionType:
+        """The codec of a batch's attribute bits; UnsupportedCompressionTypeError if unknown."""
         try:
             return cls(codec_id)
         except ValueError:

@@ -238,6 +238,7 @@ class LogConfig:
             )
 
     def to_properties(self, *, only_overrides: bool = False) -> dict[str, str]:
+        """Every key as Kafka names and renders it, or only the keys set explicitly."""
         if only_overrides:
             return dict(self.overrides)
         return TOPIC_CONFIG.render(self)
@@ -294,6 +295,7 @@ class LogConfig:
         return CompressionType.parse(self.compression_type)
 
     def compression_level(self, codec: CompressionType) -> int | None:
+        """The KIP-390 level this topic writes ``codec`` at; None for the codec's default."""
         if codec is CompressionType.GZIP:
             return None if self.compression_gzip_level == -1 else self.compression_gzip_level
         if codec is CompressionType.LZ4:
@@ -303,6 +305,7 @@ class LogConfig:
         return None
 
     def segment_params(self) -> SegmentParams:
+        """What a segment needs of the config: index interval and size, preallocation, roll size."""
         return SegmentParams(
             index_interval_bytes=self.index_interval_bytes,
             max_index_size=self.segment_index_bytes,
@@ -311,6 +314,7 @@ class LogConfig:
         )
 
     def random_segment_jitter(self, rng: random.Random) -> int:
+        """A segment's roll jitter in ms, drawn as Kafka draws it (``segment.jitter.ms``)."""
         if self.segment_jitter_ms == 0:
             return 0
         return rng.randrange(2**31) % min(self.segment_jitter_ms, self.segment_ms)

@@ -403,9 +403,11 @@ class LogManager:
         return entry
 
     def get_log(self, topic: str, partition: int = 0) -> Log:
+        """The open Log of a partition; UnknownTopicOrPartitionError if there is none."""
         return self._entry(topic, partition)[0]
 
     def logs(self) -> dict[TopicPartition, Log]:
+        """Every open Log by partition, in order (a consistent snapshot, no lock taken)."""
         current = self._logs  # one read of the reference: a consistent map without the lock
         return {tp: log for tp, (log, _) in sorted(current.items())}
 
@@ -427,6 +429,7 @@ class LogManager:
         return [d.path for d in self._dirs]
 
     def log_dir_of(self, topic: str, partition: int = 0) -> Path:
+        """The log directory that holds the partition."""
         return self._entry(topic, partition)[1].path
 
     def delete_topic(self, topic: str) -> None:
@@ -523,6 +526,7 @@ class LogManager:
         return sum(len(log.abort_timed_out_transactions(timeout)) for log in self.logs().values())
 
     def run_producer_expiration(self) -> int:
+        """Forget producers idle past ``producer.id.expiration.ms``; returns how many."""
         return sum(len(log.remove_expired_producers()) for log in self.logs().values())
 
     def run_delete_logs(self) -> int:

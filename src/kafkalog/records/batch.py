@@ -290,6 +290,7 @@ class RecordBatch:
         return bytes(self._buffer)
 
     def compute_checksum(self) -> int:
+        """The CRC-32C of the bytes the header's CRC covers (from the attributes on)."""
         return crc32c(self._buffer[CRC_START : self.size_in_bytes])
 
     def is_valid(self) -> bool:
@@ -300,6 +301,7 @@ class RecordBatch:
         )
 
     def ensure_valid(self) -> None:
+        """CorruptRecordError naming position and offset unless the size and CRC check out."""
         if self.size_in_bytes < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
                 f"v2 batch size {self.size_in_bytes} is below the "
@@ -384,10 +386,12 @@ class RecordBatch:
         self._records = None
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
+        """Stamp the leader epoch in place (outside the CRC, as a leader does)."""
         set_partition_leader_epoch(self._writable(), 0, epoch)
         self.header = decode_header(self._buffer)
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
+        """Set the timestamp type and max timestamp in place, CRC recomputed (LogAppendTime)."""
         set_max_timestamp(self._writable(), 0, timestamp_type, max_timestamp)
         self.header = decode_header(self._buffer)
         self._records = None

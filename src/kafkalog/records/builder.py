@@ -143,6 +143,7 @@ class RecordBatchBuilder:
         self._last_offset_delta = last_delta
 
     def append_record(self, record: Record, offset: int | None = None) -> int:
+        """Append a Record at the next offset (or ``offset``); returns the batch's size so far."""
         return self.append(record.value, record.key, record.headers, record.timestamp, offset)
 
     def override_last_offset(self, last_offset: int) -> None:
@@ -160,6 +161,7 @@ class RecordBatchBuilder:
     def append_end_txn_marker(
         self, marker: ControlRecordType, coordinator_epoch: int, timestamp: int
     ) -> int:
+        """Append a COMMIT or ABORT marker to a transactional control batch."""
         if not (self.is_control and self.is_transactional):
             raise InvalidRecordError("end transaction markers need a transactional control batch")
         if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):

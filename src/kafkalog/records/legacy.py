@@ -206,9 +206,11 @@ class LegacyRecordBatch:
         return bytes(self._view)
 
     def is_valid(self) -> bool:
+        """Whether the wrapper message's stored CRC-32 matches its bytes."""
         return self._message.valid
 
     def ensure_valid(self) -> None:
+        """CorruptRecordError naming both CRCs unless the message is valid."""
         if not self._message.valid:
             computed = crc32(self._view[LOG_OVERHEAD + CRC_SIZE :])
             raise CorruptRecordError(
@@ -218,6 +220,7 @@ class LegacyRecordBatch:
             )
 
     def records(self) -> list[LegacyRecord]:
+        """The message itself, or a compressed wrapper's inner messages (decoded once)."""
         if self._records is None:
             self._records = self._decode()
         return self._records

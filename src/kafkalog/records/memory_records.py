@@ -189,6 +189,7 @@ class MemoryRecords:
             yield from batch
 
     def first_batch(self) -> AnyBatch | None:
+        """The first complete batch, or None."""
         for batch in self.batches():
             return batch
         return None

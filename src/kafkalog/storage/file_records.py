@@ -70,9 +70,11 @@ class FileSlice:
         return self.size
 
     def read(self) -> bytes:
+        """The slice's bytes, read from the segment now."""
         return self._file.read(self.position, self.size)
 
     def records(self) -> MemoryRecords:
+        """The slice's bytes as MemoryRecords (complete batches, CRC-checked on iteration)."""
         return MemoryRecords(self.read())
 
     def dup_descriptor(self) -> int:

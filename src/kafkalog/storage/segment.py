@@ -63,6 +63,7 @@ class FetchDataInfo:
         return 0 if self.records is None else self.records.size
 
     def read(self) -> bytes:
+        """The fetched bytes (empty when nothing was read)."""
         return b"" if self.records is None else self.records.read()
 
 
