@@ -337,3 +337,17 @@ def test_dump_log_decoder_classes_refuse_what_kafkalog_cannot_run(tmp_path: Path
     assert code == 5 and "LongDecoder cannot decode the value at offset 0" in err
     code, out, _ = run("dump-log", "--files", segment, "--key-decoder-class")  # alone: String
     assert code == 0 and " payload: " in out
+
+
+def test_a_damaged_metadata_record_is_a_line_not_a_crash() -> None:
+    from kafkalog.cli.metadata_decoder import metadata_json
+
+    assert metadata_json(b"\x01\x63\x00", 7) == "Error at 7, skipping. Unknown metadata id 99"
+    assert metadata_json(b"\x02\x02\x00", 8).startswith("Error at 8, skipping. ")
+    truncated = metadata_json(b"\x01\x02\x00\x05ab", 9)  # a TopicRecord whose name is cut
+    assert truncated.startswith("Error at 9, skipping. a metadata record field of 4 bytes")
+    topic = bytes([1, 2, 0, 7]) + b"clicks" + bytes(16) + b"\x00"  # compact: length + 1
+    assert metadata_json(topic, 0) == (
+        '{"type":"TOPIC_RECORD","version":0,"data":{"name":"clicks",'
+        '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}'
+    )

@@ -21,6 +21,7 @@ from kafka_oracle import (
     KafkaBroker,
     classpath,
     dump_log_segments_class,
+    java,
 )
 from kafka_scenarios import BrokerWritten
 
@@ -120,7 +121,12 @@ def kraft_files(
     version: str = request.param
     broker = KafkaBroker(version, tmp_path_factory.mktemp(f"kraft-{version}"), standalone=True)
     broker.start()
-    broker.stop()
+    try:  # a topic with a config: TopicRecord, PartitionRecords and a ConfigRecord in the log
+        java(version, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+             broker.bootstrap, "--create", "--topic", "meta", "--partitions", "2",
+             "--config", "cleanup.policy=compact")  # fmt: skip
+    finally:
+        broker.stop()
     metadata = broker.root / "metadata"
     partition = metadata / "__cluster_metadata-0"
     files = [metadata / "bootstrap.checkpoint", *sorted(partition.glob("*.checkpoint")),
@@ -131,7 +137,13 @@ def kraft_files(
 
 @pytest.mark.parametrize(
     "options",
-    [(), ("--deep-iteration",), ("--print-data-log", "--skip-record-metadata")],
+    [
+        (),
+        ("--deep-iteration",),
+        ("--print-data-log", "--skip-record-metadata"),
+        ("--cluster-metadata-decoder",),
+        ("--cluster-metadata-decoder", "--skip-record-metadata"),
+    ],
     ids=" ".join,
 )
 def test_kraft_metadata_logs_and_snapshots_dump_identically(
@@ -142,6 +154,9 @@ def test_kraft_metadata_logs_and_snapshots_dump_identically(
     major_minor = ".".join(version.split(".")[:2])
     got, got_err = kafkalog_dump(files, options, "--kafka-version", major_minor)
     assert "KRaftVoters {" in want or "--deep-iteration" not in options
+    if "--cluster-metadata-decoder" in options:
+        for kind in ("TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD", "REGISTER_BROKER"):
+            assert f'"type":"{kind}' in want, kind
     assert got == want, first_difference(want, got)
     assert got_err.strip() == kafka_errors(want_err).strip()
 
@@ -191,3 +206,18 @@ def test_decoder_classes_print_as_kafkas(tmp_path: Path, version: str) -> None:
         want, _ = kafka_dump(version, segment, options)
         got, _ = kafkalog_dump(segment, options, "--kafka-version", major_minor)
         assert got == want, (options, first_difference(want, got))
+
+
+def test_the_metadata_schemas_are_generated_from_kafkas_own() -> None:
+    """src/kafkalog/cli/metadata_schemas.py is what interop/gen_metadata_schemas.py makes of
+    the newest pinned Kafka's kafka-metadata jar (regenerate it after a version bump)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_metadata_schemas", Path(__file__).parent.parent / "interop/gen_metadata_schemas.py"
+    )
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    jar = generator.default_jar()
+    assert generator.render(jar, generator.schemas(jar)) == generator.OUT.read_text()

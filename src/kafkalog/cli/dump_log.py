@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kafkalog.cli.dump_decoders import API_PACKAGE, STRING_DECODER, key_and_payload
 from kafkalog.cli.kraft_records import kraft_control_text
+from kafkalog.cli.metadata_decoder import metadata_json
 from kafkalog.cli.segment_walk import SegmentWalk
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records import AnyBatch, Record, coordinator
@@ -40,7 +41,8 @@ class DumpOptions:
     max_bytes: int = INT32_MAX
     max_bytes_given: bool = False
     json: bool = False
-    # "offsets" (--offsets-decoder) or "transactions" (--transaction-log-decoder)
+    # "offsets" (--offsets-decoder), "transactions" (--transaction-log-decoder) or
+    # "cluster-metadata" (--cluster-metadata-decoder)
     decoder: str | None = None
     key_decoder: str | None = None  # --key-decoder-class / --value-decoder-class: Kafka's names
     value_decoder: str | None = None
@@ -270,6 +272,8 @@ def _parse(record: Record, options: DumpOptions) -> tuple[str | None, str | None
         key_class = options.key_decoder or STRING_DECODER
         return key_and_payload(record.key, record.value, record.offset, key_class,
                                options.value_decoder or STRING_DECODER)  # fmt: skip
+    if options.decoder == "cluster-metadata":  # no keys: the payload is the whole record
+        return None, metadata_json(record.value, record.offset)
     if record.key is None:
         raise InvalidArgumentError(
             f"Failed to decode message at offset {record.offset} using the specified decoder "

@@ -94,6 +94,11 @@ def configure_logging() -> None:
     help="Decode __transaction_state records (implies data).",
 )
 @click.option(
+    "--cluster-metadata-decoder",
+    is_flag=True,
+    help="Decode KRaft __cluster_metadata records and snapshots (implies data).",
+)
+@click.option(
     "--key-decoder-class",
     is_flag=False,
     flag_value=STRING_DECODER,
@@ -127,6 +132,7 @@ def dump_log_cmd(
     as_json: bool,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
     kafka_version: str,
@@ -137,6 +143,14 @@ def dump_log_cmd(
     Example:
       kafkalog dump-log --files data/clicks-0/00000000000000000000.log --print-data-log
     """
+    chosen = {"offsets": offsets_decoder, "transactions": transaction_log_decoder,
+              "cluster-metadata": cluster_metadata_decoder}  # fmt: skip
+    decoders = [name for name, on in chosen.items() if on]
+    if len(decoders) > 1:
+        raise InvalidArgumentError(
+            "choose one of --offsets-decoder, --transaction-log-decoder and "
+            "--cluster-metadata-decoder"
+        )
     options = DumpOptions(
         deep_iteration=deep_iteration,
         print_data_log=print_data_log,
@@ -147,11 +161,7 @@ def dump_log_cmd(
         max_bytes=INT32_MAX if max_bytes is None else max_bytes,
         max_bytes_given=max_bytes is not None,
         json=as_json,
-        decoder="offsets"
-        if offsets_decoder
-        else "transactions"
-        if transaction_log_decoder
-        else None,
+        decoder=decoders[0] if decoders else None,
         key_decoder=key_decoder_class,
         value_decoder=value_decoder_class,
         kafka_version=parse_kafka_version(kafka_version),
@@ -160,8 +170,7 @@ def dump_log_cmd(
                          ("--value-decoder-class", value_decoder_class)):  # fmt: skip
         if name is not None:
             decoder_for(option, name)  # refuse an unknown class before any output
-    if offsets_decoder and transaction_log_decoder:
-        raise InvalidArgumentError("choose one of --offsets-decoder and --transaction-log-decoder")
+
     report = DumpReport(out=Output(click.echo))  # stdout lines as they come
     dump_files([f for f in files.split(",") if f], options, report)
     for line in report.err:

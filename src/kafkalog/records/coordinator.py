@@ -18,16 +18,11 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.types import uuid_string
-
-# A field: JSON name, type, first version, last version (None: open), tag (None: not tagged),
-# default. A struct array's type is a tuple of fields.
-Field = tuple[str, Any, int, int | None, int | None, Any]
+from kafkalog.records.schema_reader import Field, SchemaReader
 
 _PARTITIONS: tuple[Field, ...] = (
     ("topic", "string", 0, None, None, None),
@@ -101,92 +96,6 @@ TRANSACTION_STATES = (
     "Dead", "PrepareEpochFence",
 )  # fmt: skip
 
-_FIXED = {"int8": struct.Struct(">b"), "int16": struct.Struct(">h"),
-          "int32": struct.Struct(">i"), "int64": struct.Struct(">q")}  # fmt: skip
-
-
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool) -> None:
-        self.data, self.pos, self.flexible = data, 0, flexible
-
-    def fixed(self, kind: str) -> int:
-        s = _FIXED[kind]
-        if self.pos + s.size > len(self.data):
-            raise CorruptRecordError(f"a coordinator record ends inside a {kind}")
-        (value,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return int(value)
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            if self.pos >= len(self.data) or shift > 28:
-                raise CorruptRecordError("a coordinator record has a bad unsigned varint")
-            b = self.data[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def length(self, array: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.fixed("int32" if array else "int16")
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise CorruptRecordError(f"a coordinator record field of {n} bytes overruns it")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def value(self, kind: Any, version: int) -> Any:
-        if isinstance(kind, tuple):
-            n = self.length(True)
-            return None if n < 0 else [self.struct(kind, version) for _ in range(n)]
-        if kind == "string":
-            n = self.length(False)
-            return None if n < 0 else self.take(n).decode("utf-8", "replace")
-        if kind == "uuid":
-            return uuid_string(self.take(16))
-        if kind == "bytes":
-            n = self.length(True)
-            return None if n < 0 else self.take(n)
-        if kind == "[]int32":
-            n = self.length(True)
-            return None if n < 0 else [self.fixed("int32") for _ in range(n)]
-        if kind == "[]string":
-            n = self.length(True)
-            return None if n < 0 else [self.value("string", version) for _ in range(n)]
-        return self.fixed(kind)
-
-    def struct(self, fields: tuple[Field, ...], version: int) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        tagged: dict[int, Field] = {}
-        for f in fields:
-            name, kind, first, last, tag, default = f
-            if version < first or (last is not None and version > last):
-                continue
-            if tag is not None:
-                tagged[tag] = f
-                out[name] = default
-            else:
-                out[name] = self.value(kind, version)
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                tag, size = self.uvarint(), self.uvarint()
-                end = self.pos + size
-                if tag in tagged:
-                    out[tagged[tag][0]] = self.value(tagged[tag][1], version)
-                self.pos = end
-        # the generated JSON converters leave out tagged fields that hold their default
-        return {
-            name: v
-            for name, v in out.items()
-            if not any(f[0] == name and f[4] is not None and f[5] == v for f in fields)
-        }
-
 
 @dataclass(frozen=True)
 class CoordinatorRecord:
@@ -208,7 +117,7 @@ def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
 
 def decode(topic: str, key: bytes, value: bytes | None) -> CoordinatorRecord:
     """Decode one record of ``topic`` ("offsets" or "transactions")."""
-    reader = _Reader(key, flexible=False)
+    reader = SchemaReader(key, flexible=False)
     record_type = reader.fixed("int16")
     schema = _schema(topic, record_type)
     if schema is None:
@@ -219,8 +128,8 @@ def decode(topic: str, key: bytes, value: bytes | None) -> CoordinatorRecord:
         return CoordinatorRecord(record_type, decoded_key, None, None)
     if value_fields is None:
         return CoordinatorRecord(record_type, decoded_key, -1, None)
-    version = _Reader(value, flexible=False).fixed("int16")
-    reader = _Reader(value, flexible=version >= first_flexible)
+    version = SchemaReader(value, flexible=False).fixed("int16")
+    reader = SchemaReader(value, flexible=version >= first_flexible)
     reader.pos = 2
     return CoordinatorRecord(
         record_type, decoded_key, version, reader.struct(value_fields, version)
@@ -243,7 +152,7 @@ def _embedded(data: bytes | None, fields: tuple[Field, ...]) -> Any:
     if data is None:
         return None
     try:
-        reader = _Reader(data, flexible=False)
+        reader = SchemaReader(data, flexible=False)
         version = reader.fixed("int16")
         if not 0 <= version <= 3:
             return data
