@@ -161,3 +161,48 @@ def test_warnings_go_to_stderr_once_in_kafkas_tool_format(tmp_path: Path) -> Non
     assert len(handlers) == 1
     code, _, err = run("consume", "--log-dirs", str(tmp_path), "--topic", "t", "--timeout-ms", "0")
     assert err.count("TimeoutException") == 1
+
+
+def test_group_resumes_from_its_commit_in_consumer_offsets(tmp_path: Path) -> None:
+    """--group: the first run starts as auto.offset.reset says (--from-beginning: earliest) and
+    commits where it stopped, in Kafka's OffsetCommit records; the next run resumes there;
+    kafkalog serve's loader (load_offsets) and dump-log --offsets-decoder read the commit."""
+    from kafkalog import LogManager
+    from kafkalog.server.offsets_topic import load_offsets, partition_for
+
+    d = tmp_path / "data"
+    with LogManager([d]) as manager:
+        manager.create_topic("clicks", 2)
+        for p in range(2):
+            manager.get_log("clicks", p).append([Record(b"p%d-%d" % (p, i)) for i in range(5)])
+    args = ("consume", "--log-dirs", str(d), "--topic", "clicks", "--group", "g",
+            "--timeout-ms", "0")  # fmt: skip
+    code, out, _ = run(*args, "--from-beginning", "--max-messages", "7")
+    assert code == 0 and len(out.splitlines()) == 7
+    code, out, _ = run(*args)  # resumes: the 3 not yet printed, whatever --from-beginning says
+    assert code == 0 and len(out.splitlines()) == 3
+    code, out, _ = run(*args, "--from-beginning")
+    assert code == 0 and out == b""  # everything committed
+    with LogManager([d]) as manager:
+        logs = [manager.get_log("__consumer_offsets", p) for p in range(50)]
+        committed = load_offsets(logs)["g"]
+    assert {tp: o.offset for tp, o in committed.items()} == {("clicks", 0): 5, ("clicks", 1): 5}
+    segment = d / f"__consumer_offsets-{partition_for('g', 50)}" / "00000000000000000000.log"
+    code, out, _ = run("dump-log", "--files", str(segment), "--offsets-decoder")
+    assert code == 0 and b'"group":"g","topic":"clicks","partition":1' in out
+
+
+def test_group_refuses_a_partition_and_a_held_directory(tmp_path: Path) -> None:
+    from kafkalog import LogManager
+
+    d = tmp_path / "data"
+    code, _, err = run("consume", "--log-dirs", str(tmp_path), "--topic", "t", "--group", "g",
+                       "--partition", "0")  # fmt: skip
+    assert code == 2 and "Options group and partition cannot be specified together." in err
+    with LogManager([d]) as manager:  # kafkalog serve or any writer holding the directory
+        manager.create_topic("t", 1)
+        code, _, err = run("consume", "--log-dirs", str(d), "--topic", "t", "--group", "g",
+                           "--timeout-ms", "0")  # fmt: skip
+        assert code == 6 and "--group commits to" in err and "with a Kafka client" in err
+        code, _, _ = run("consume", "--log-dirs", str(d), "--topic", "t", "--timeout-ms", "0")
+        assert code == 0  # without --group no lock is needed

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
+from kafkalog.cli.consume_group import check_can_commit, commit, committed_offsets
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.formatter import MessageFormatter
 from kafkalog.cli.line_reader import LineMessageReader, lines
@@ -175,6 +176,11 @@ def produce(
     multiple=True,
     help="print.key=true, print.timestamp=true, key.separator=... (Kafka's formatter).",
 )
+@click.option(
+    "--group",
+    default=None,
+    help="Resume from the group's committed offsets in __consumer_offsets and commit at exit.",
+)
 @click.option("--follow", is_flag=True, hidden=True)  # kafkalog's old flag: waiting is the default
 @user_errors
 def consume(
@@ -188,11 +194,14 @@ def consume(
     timeout_ms: int | None,
     isolation_level: str,
     props: tuple[str, ...],
+    group: str | None,
     follow: bool,
 ) -> None:
     """Print a topic's records, like kafka-console-consumer: from the end of each partition
     (--from-beginning or --offset to start elsewhere), waiting for more until --max-messages
-    or --timeout-ms. Reads the files and takes no lock, so it works beside a writer.
+    or --timeout-ms. Reads the files and takes no lock, so it works beside a writer; with
+    --group it resumes from the group's committed offsets and commits at exit, which needs
+    the log directory's lock.
 
     \b
     Example:
@@ -207,13 +216,41 @@ def consume(
         raise click.UsageError("The partition is required when offset is specified.")
     if offset is not None and from_beginning:
         raise click.UsageError("Options from-beginning and offset cannot be specified together.")
-    views = topic_views(existing_dirs(log_dirs), topic)
+    if group is not None and partition is not None:
+        raise click.UsageError("Options group and partition cannot be specified together.")
+    dirs = existing_dirs(log_dirs)
+    views = topic_views(dirs, topic)
     if partition is not None:
         if partition not in views:
             raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
         views = {partition: views[partition]}
     start = offset if offset is not None else "earliest" if from_beginning else "latest"
     positions = {p: _start(v, start, from_timestamp, committed) for p, v in views.items()}
+    if group is not None:
+        check_can_commit(dirs)
+        for (t, p), resume in committed_offsets(dirs, group).items():
+            if t == topic and p in views:  # else auto.offset.reset: latest, or earliest
+                positions[p] = max(resume, views[p].log_start_offset())
+        begun = dict(positions)
+    try:
+        shown = _consume(views, positions, formatter, committed, max_messages, timeout_ms)
+    finally:
+        if group is not None:
+            moved = {p: o for p, o in positions.items() if o != begun[p]}
+            commit(dirs, group, topic, moved)
+    click.echo(f"Processed a total of {shown} messages", err=True)
+
+
+def _consume(
+    views: dict[int, PartitionView],
+    positions: dict[int, int],
+    formatter: MessageFormatter,
+    committed: bool,
+    max_messages: int | None,
+    timeout_ms: int | None,
+) -> int:
+    """Print records from ``positions`` (moved as they are printed) until ``max_messages``
+    or ``timeout_ms`` without one; returns how many were printed."""
     out = sys.stdout.buffer
     shown = 0
     last_message = time.monotonic()
@@ -231,8 +268,7 @@ def consume(
                 progressed = True
                 if max_messages is not None and shown >= max_messages:
                     out.flush()
-                    click.echo(f"Processed a total of {shown} messages", err=True)
-                    return
+                    return shown
         out.flush()
         if progressed:
             last_message = time.monotonic()
@@ -242,10 +278,9 @@ def consume(
                 f"TimeoutException (no message for {timeout_ms} ms)",
                 err=True,
             )
-            break
+            return shown
         else:
             time.sleep(0.1 if timeout_ms is None else min(0.1, timeout_ms / 1000))
-    click.echo(f"Processed a total of {shown} messages", err=True)
 
 
 def _start(view: PartitionView, offset: str, from_timestamp: int | None, committed: bool) -> int:

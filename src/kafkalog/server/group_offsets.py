@@ -13,24 +13,20 @@ the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_
 
 from __future__ import annotations
 
-import contextlib
 import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.errors import KafkaLogError, TopicExistsError
-from kafkalog.records import Record
+from kafkalog.errors import KafkaLogError
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 from kafkalog.server.group import Group, GroupState
 from kafkalog.server.offsets_topic import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIG,
     OffsetAndMetadata,
+    append_offset_records,
     offset_commit_key,
     offset_commit_value,
-    partition_for,
 )
 from kafkalog.server.wire import Request, make, payload_module
 
@@ -46,13 +42,7 @@ def _append_offsets(
     coord: GroupCoordinator, group_id: str, rows: list[tuple[bytes, bytes | None]]
 ) -> None:
     """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition."""
-    manager, settings = coord.ctx.manager, coord.ctx.settings
-    if OFFSETS_TOPIC not in manager.topics():
-        with contextlib.suppress(TopicExistsError):  # another commit created it meanwhile
-            manager.create_topic(OFFSETS_TOPIC, settings.offsets_partitions, OFFSETS_TOPIC_CONFIG)
-    partitions = manager.topics()[OFFSETS_TOPIC]
-    log = manager.get_log(OFFSETS_TOPIC, partition_for(group_id, partitions))
-    log.append([Record(value, key) for key, value in rows])
+    append_offset_records(coord.ctx.manager, group_id, rows, coord.ctx.settings.offsets_partitions)
 
 
 async def _delete_offsets(

@@ -12,13 +12,17 @@ starts every group empty, with its offsets, as after all members left).
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkalog import records
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
+from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import decode
+from kafkalog.records.scanner import AnyBatch
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.topic.* defaults: compacted, 100 MiB segments, the producer's compression
@@ -90,15 +94,36 @@ def load_offsets(logs: list[Log]) -> GroupOffsets:
             if info.records is None:
                 break
             batches = list(records.MemoryRecords(info.records.read()).batches())
-            for batch in batches:
-                if batch.is_control:
-                    continue
-                for record in batch:
-                    if record.key is None or record.offset < position:
-                        continue
-                    _apply(out, record.key, record.value)
+            apply_batches(out, batches, position)
             position = max(position + 1, batches[-1].next_offset) if batches else position + 1
     return out
+
+
+def apply_batches(out: GroupOffsets, batches: Iterable[AnyBatch], start: int = 0) -> None:
+    """Fold the records at or after ``start`` of ``__consumer_offsets`` batches into ``out``
+    (later records win, tombstones delete): load_offsets' rule, for readers of the files."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for record in batch:
+            if record.key is not None and record.offset >= start:
+                _apply(out, record.key, record.value)
+
+
+def append_offset_records(
+    manager: LogManager,
+    group_id: str,
+    rows: list[tuple[bytes, bytes | None]],
+    partitions_if_new: int,
+) -> None:
+    """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition,
+    creating the topic (``offsets.topic.num.partitions``) on the first commit."""
+    if OFFSETS_TOPIC not in manager.topics():
+        with contextlib.suppress(TopicExistsError):  # another commit created it meanwhile
+            manager.create_topic(OFFSETS_TOPIC, partitions_if_new, OFFSETS_TOPIC_CONFIG)
+    partitions = manager.topics()[OFFSETS_TOPIC]
+    log = manager.get_log(OFFSETS_TOPIC, partition_for(group_id, partitions))
+    log.append([records.Record(value, key) for key, value in rows])
 
 
 def _apply(out: GroupOffsets, key: bytes, value: bytes | None) -> None:
