@@ -166,15 +166,28 @@ GOLDEN = Path(__file__).parent / "golden" / "dump"
 
 @pytest.mark.one_codec  # v0/v1 messages have one decoder
 @pytest.mark.parametrize("version", KAFKA_VERSIONS)
-@pytest.mark.parametrize("name", ["spec-legacy", "broker-v0", "broker-v1", "compressed"])
+@pytest.mark.parametrize(
+    "name", ["spec-legacy", "broker-v0", "broker-v1", "compressed", "timestamp-zero"]
+)
 def test_legacy_and_compressed_segments_dump_identically(
     tmp_path: Path, version: str, name: str
 ) -> None:
     """v0/v1 messages and a gzip v1 wrapper among v2 batches of every codec: inner messages
     print their own CRC and validity, as Kafka's deep iteration does."""
-    hex_text = (GOLDEN / f"{name}.00000000000000000000.log.hex").read_text()
     segment = tmp_path / "00000000000000000000.log"
-    segment.write_bytes(bytes.fromhex("".join(hex_text.split())))
+    if name == "timestamp-zero":  # a CreateTime of 0 is a time, not "no timestamp"
+        from kafkalog import MemoryRecords, Record
+
+        segment.write_bytes(b"".join(bytes(MemoryRecords.build(records, **kw)) for records, kw in [
+            ([Record(b"v", b"k", timestamp=0)], {"magic": 1}),
+            ([Record(b"v", b"k", timestamp=0), Record(b"w", None, timestamp=0)],
+             {"base_offset": 1}),
+            ([Record(b"z", b"k", timestamp=0)], {"magic": 1, "compression": "gzip",
+                                                  "base_offset": 3}),
+        ]))  # fmt: skip
+    else:
+        hex_text = (GOLDEN / f"{name}.00000000000000000000.log.hex").read_text()
+        segment.write_bytes(bytes.fromhex("".join(hex_text.split())))
     major_minor = ".".join(version.split(".")[:2])
     for options in [("--deep-iteration",), ("--print-data-log",)]:
         want, want_err = kafka_dump(version, [str(segment)], options)
