@@ -224,3 +224,38 @@ def test_txn_index_sanity_and_missing_files(tmp_path: Path) -> None:
     idx.append(AbortedTxn(1, 0, 50, 51))
     with pytest.raises(CorruptIndexError):
         idx.sanity_check()
+
+
+def test_a_short_read_at_open_keeps_whole_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another instance may trim the file between the open's fstat and its read (a reopened
+    log trimming what a reader of the old one opens): the torn entry is dropped, not unpacked
+    (it failed every later check with "iterative unpacking requires a buffer of a multiple of
+    12 bytes", seen under load in test_log_opfuzz)."""
+    import os
+
+    from kafkalog.storage import index_file
+
+    path = tmp_path / "00000000000000000000.timeindex"
+    path.write_bytes(bytes(12 * 10))
+    real_pread = os.pread
+    monkeypatch.setattr(index_file.os, "pread", lambda fd, n, pos: real_pread(fd, n, pos)[:30])
+    index = TimeIndex(path, 0, 12 * 10)
+    assert index.entries == 2 and index.entry_problem(0) is not None  # a problem, not a crash
+
+
+def test_a_closed_segment_does_not_open_its_indexes(tmp_path: Path) -> None:
+    """A lock-free reader of a log that was closed (and maybe reopened, its indexes trimmed or
+    rebuilt) gets LogClosedError, which reads retry on the new segment list."""
+    from kafkalog import Log, LogConfig, ManualClock, Record
+    from kafkalog.errors import LogClosedError
+
+    config = LogConfig.from_properties({"internal.segment.bytes": "200"})
+    with Log.open(tmp_path / "t-0", config, ManualClock(0)) as log:
+        for i in range(5):
+            log.append([Record(b"x" * 100, timestamp=i)])
+    with Log.open(tmp_path / "t-0", config, ManualClock(0)) as log:
+        first = log.segments.values()[0]  # its indexes open lazily: not yet
+    with pytest.raises(LogClosedError):
+        first.time_index  # noqa: B018 - opening it is what is refused

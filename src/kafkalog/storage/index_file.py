@@ -53,7 +53,10 @@ class IndexFile:
             self._length = os.fstat(fd).st_size
             if exists:
                 valid = self._length - self._length % size
-                self._buf = bytearray(os.pread(fd, valid, 0))
+                data = os.pread(fd, valid, 0)
+                # a short read (another instance trimmed the file since the fstat) keeps whole
+                # entries only: a torn one would be read as garbage, or fail every iter_unpack
+                self._buf = bytearray(data[: len(data) - len(data) % size])
             else:
                 self._buf = bytearray()
         except OSError as err:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.clock import Clock
-from kafkalog.errors import InvalidArgumentError, InvalidOffsetError, KafkaLogError
+from kafkalog.errors import InvalidArgumentError, InvalidOffsetError, KafkaLogError, LogClosedError
 from kafkalog.records import AbortedTransaction, AnyBatch, MemoryRecords, ScanStop
 from kafkalog.records.committed import is_abort_marker
 from kafkalog.storage import filenames
@@ -155,6 +155,9 @@ class LogSegment:
             offset_index, time_index = self._offset_index, self._time_index
             if offset_index is not None and time_index is not None:
                 return offset_index, time_index
+            if self.log.closed:  # a reader of a closed log must not open, and so race, the
+                # files a reopened log is trimming or rebuilding
+                raise LogClosedError(f"segment {self.log.path} is closed")
             if offset_index is None:
                 offset_index = OffsetIndex(
                     self.offset_index_file, self.base_offset, self.params.max_index_size
