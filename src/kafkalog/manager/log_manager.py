@@ -78,7 +78,7 @@ class LogManager:
         that touches a few partitions (the Spark sink's commit). Such a manager deletes no
         topic, and creates one only if every partition of it is among ``partitions`` and
         none is on disk (the sink's auto-creation)."""
-        self._only = None if partitions is None else _topic_partitions(partitions)
+        self._only = None if partitions is None else intents_.topic_partitions(partitions)
         self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
         paths = (
             [Path(log_dirs)] if isinstance(log_dirs, str | Path) else [Path(d) for d in log_dirs]
@@ -593,10 +593,3 @@ class LogManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _topic_partitions(partitions: object) -> frozenset[TopicPartition]:
-    listed = list(partitions) if isinstance(partitions, Iterable) else None
-    if listed is None or not all(isinstance(tp, TopicPartition) for tp in listed):
-        raise InvalidConfigError("partitions", f"must be TopicPartitions, not {partitions!r}")
-    return frozenset(listed)

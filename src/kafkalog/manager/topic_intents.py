@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, InvalidConfigError
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir, write_atomically
 from kafkalog.storage.faults import storage_call
+from kafkalog.types import TopicPartition
 
 INTENT_FILE = "kafkalog-topic-intent.json"
 CREATE, DELETE, ADD_PARTITIONS = "create", "delete", "add-partitions"
@@ -93,3 +94,11 @@ def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
         if tp.topic == intent.topic and tp.partition >= intent.first_partition:
             renamed.append(mark_for_deletion(child))
     return renamed
+
+
+def topic_partitions(partitions: object) -> frozenset[TopicPartition]:
+    """The ``partitions`` a LogManager was asked to open, checked: TopicPartitions only."""
+    listed = list(partitions) if isinstance(partitions, Iterable) else None
+    if listed is None or not all(isinstance(tp, TopicPartition) for tp in listed):
+        raise InvalidConfigError("partitions", f"must be TopicPartitions, not {partitions!r}")
+    return frozenset(listed)
