@@ -351,3 +351,16 @@ def test_a_damaged_metadata_record_is_a_line_not_a_crash() -> None:
         '{"type":"TOPIC_RECORD","version":0,"data":{"name":"clicks",'
         '"topicId":"AAAAAAAAAAAAAAAAAAAAAA"}}'
     )
+
+
+def test_the_command_does_not_load_the_server_or_kio_until_asked() -> None:
+    """Every kafkalog command pays for what it imports before its first line (dump-log's
+    first line within a second is a bench target): kafkalog.server and kio's protocol
+    schemas take a quarter second and only serve and consume --group need them."""
+    probe = (
+        "import sys, kafkalog.cli.main; "
+        "print(sorted(m for m in sys.modules if m.startswith(('kafkalog.server', 'kio'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60).stdout  # fmt: skip
+    assert out.strip() == "[]"

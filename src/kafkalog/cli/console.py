@@ -16,7 +16,6 @@ from collections.abc import Iterator
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
-from kafkalog.cli.consume_group import check_can_commit, commit, committed_offsets
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.formatter import MessageFormatter
 from kafkalog.cli.line_reader import LineMessageReader, lines
@@ -227,6 +226,9 @@ def consume(
     start = offset if offset is not None else "earliest" if from_beginning else "latest"
     positions = {p: _start(v, start, from_timestamp, committed) for p, v in views.items()}
     if group is not None:
+        # imported when wanted: it loads kafkalog.server (the protocol codecs), a quarter second
+        from kafkalog.cli.consume_group import check_can_commit, commit, committed_offsets  # noqa: PLC0415
+
         check_can_commit(dirs)
         for (t, p), resume in committed_offsets(dirs, group).items():
             if t == topic and p in views:  # else auto.offset.reset: latest, or earliest
