@@ -135,6 +135,7 @@ def kraft_files(
     return version, [str(f) for f in files]
 
 
+@pytest.mark.one_codec  # metadata records are uncompressed; the codecs are covered above
 @pytest.mark.parametrize(
     "options",
     [

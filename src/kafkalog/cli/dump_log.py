@@ -24,6 +24,7 @@ from kafkalog.records import AnyBatch, Record, coordinator
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key, decode_end_txn_marker
 from kafkalog.records.legacy import LegacyRecord
+from kafkalog.records.partitioner import java_string_hash
 from kafkalog.storage import filenames as fn
 from kafkalog.types import INT32_MAX, ControlRecordType, TimestampType
 
@@ -145,14 +146,6 @@ class DumpReport:
             err += [f"  {a} is followed by {following[a]}" for a in sorted(following)]
 
 
-def _java_string_hash(text: str) -> int:
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):  # String#hashCode runs over UTF-16 code units
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:
     """The iteration order of a java.util.HashMap<String, ?> filled with ``keys`` in order by
     computeIfAbsent: by bucket (hash ^ hash >>> 16, masked to the table size the map grew to),
@@ -164,7 +157,7 @@ def java_hashmap_order(keys: Iterable[str]) -> list[str]:
         capacity *= 2
 
     def bucket(key: str) -> int:
-        h = _java_string_hash(key)
+        h = java_string_hash(key) & 0xFFFFFFFF  # >>> below is Java's unsigned shift
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), -ik[0]))]

@@ -1,4 +1,5 @@
-"""Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % partitions``.
+"""Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % partitions``, and
+Java's ``String.hashCode``, which places a group in ``__consumer_offsets`` and orders a HashMap.
 
 Why: a record written by kafkalog must land in the partition a Java producer would choose, so
 consumers keyed by partition (and Spark jobs switching between ``kafka`` and ``kafkalog``) see the
@@ -43,3 +44,12 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     if partitions < 1:
         raise InvalidArgumentError(f"a topic needs at least one partition, not {partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & _MASK
+    return h - (1 << 32) if h >= 1 << 31 else h

@@ -22,6 +22,7 @@ from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import decode
+from kafkalog.records.partitioner import java_string_hash
 from kafkalog.records.scanner import AnyBatch
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -40,15 +41,6 @@ class OffsetAndMetadata:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def partition_for(group_id: str, partitions: int) -> int:
