@@ -35,7 +35,8 @@ from kafkalog.cli.perf_stats import (
     fetch_latency_line,
     metrics_table,
 )
-from kafkalog.cli.producer_props import ProducerSettings, read_properties_file
+from kafkalog.cli.producer_props import ProducerSettings
+from kafkalog.config_def import load_properties
 from kafkalog.errors import InvalidArgumentError
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import MemoryRecords
@@ -149,7 +150,7 @@ def perf_produce(
     if compression_type is not None:
         props["compression.type"] = compression_type
     if producer_config is not None:
-        props.update(read_properties_file(producer_config))
+        props.update(load_properties(producer_config))  # as Java reads it
     props.update(_key_values((*producer_props, *ctx.args)))  # --producer-props a=1 b=2
     settings = ProducerSettings.from_properties(props)
     for warning in settings.warnings:

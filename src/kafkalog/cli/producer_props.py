@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kafkalog.errors import InvalidArgumentError
 from kafkalog.types import CompressionType
@@ -75,20 +74,3 @@ class ProducerSettings:
             compression_level=level,
             warnings=warnings,
         )
-
-
-def read_properties_file(path: str) -> dict[str, str]:
-    """A Java properties file's ``key=value`` (or ``key:value``) lines; ``#`` and ``!`` start
-    comments. Line continuations and escapes are not read (configs rarely use them)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise InvalidArgumentError(f"cannot read --producer.config {path}: {e.strerror}") from None
-    out = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=len(line))
-        out[line[:cut].strip()] = line[cut + 1 :].strip()
-    return out
