@@ -20,8 +20,12 @@ setup(
     ext_modules=[
         Extension(
             "kafkalog.records._fastcodec",
-            ["src/kafkalog/records/_fastcodec.c"],
-            depends=["src/kafkalog/records/_fastcodec.h"],
+            [
+                "src/kafkalog/records/_fastcodec.c",
+                "src/kafkalog/records/_record_objects.c",
+                "src/kafkalog/records/_record_encode.c",
+            ],
+            depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_record_objects.h"],
             # hidden symbols: only PyInit__fastcodec is exported
             extra_compile_args=FAST,
             optional=True,

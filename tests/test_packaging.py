@@ -36,6 +36,9 @@ def test_sdist_builds_a_wheel_with_the_compiled_extensions(tmp_path: Path) -> No
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
     assert not [n for n in names if n.startswith(("tests/", "bench/", "interop/"))]
     for source in ("src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_fastcodec.h",
+                   "src/kafkalog/records/_record_objects.c",
+                   "src/kafkalog/records/_record_encode.c",
+                   "src/kafkalog/records/_record_objects.h",
                    "src/kafkalog/cleaner/_keymap.c", "src/kafkalog/cleaner/_pagein.c",
                    "LICENSE", "README.md"):  # fmt: skip
         assert source in names, source

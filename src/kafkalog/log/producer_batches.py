@@ -79,8 +79,7 @@ def build_batches(
         base_sequence=producer.base_sequence,
         is_transactional=producer.is_transactional,
     )
-    for rec in recs:
-        b.append(rec.value, rec.key, rec.headers, now if rec.timestamp is None else rec.timestamp)
+    b.append_records(recs, null_timestamp=now, keep_offsets=False)
     out = b.build()
     limit = config.max_message_bytes
     if len(out) <= limit:

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "_fastcodec.h"
+#include "_record_objects.h"
 
 /* Per-module state (PEP 489 multi-phase init, PEP 573): each interpreter that imports the
  * module gets its own exception classes and ColumnBuilder type; no C global holds an object. */
@@ -20,6 +21,7 @@ typedef struct {
     PyObject *corrupt_records; /* (message, position) -> CorruptRecordError in Python */
     PyObject *invalid_records; /* (message,) -> InvalidRecordError */
     PyObject *column_builder;  /* the heap type */
+    PyObject *record;          /* the Record heap type */
 } CodecState;
 
 static inline CodecState *codec_state(PyObject *module) {
@@ -506,7 +508,21 @@ static PyObject *partitions_for_keys(PyObject *Py_UNUSED(module), PyObject *args
     return out;
 }
 
+static PyObject *decode_records(PyObject *module, PyObject *args) {
+    CodecState *st = codec_state(module);
+    return records_decode((PyTypeObject *)st->record, st->corrupt_records, args);
+}
+
+static PyObject *encode_records(PyObject *module, PyObject *args) {
+    return records_encode((PyTypeObject *)codec_state(module)->record, args);
+}
+
 static PyMethodDef module_methods[] = {
+    {"decode_records", decode_records, METH_VARARGS,
+     "decode_records(data, count, base_offset, base_timestamp, log_append_time) -> list[Record]"},
+    {"encode_records", encode_records, METH_VARARGS,
+     "encode_records(records, base_offset, last_offset_delta, base_timestamp, max_timestamp) -> "
+     "(records_region, count, base_timestamp, max_timestamp, last_offset_delta) or None"},
     {"encode", encode, METH_VARARGS,
      "encode(row_start, row_end, max_bytes, keys, values, timestamps, headers) -> "
      "(records, rows, base_timestamp, max_timestamp)"},
@@ -522,7 +538,9 @@ static int codec_exec(PyObject *m) {
     st->invalid_records = PyErr_NewException("kafkalog.records._fastcodec.InvalidRecords",
                                              PyExc_ValueError, NULL);
     st->column_builder = PyType_FromModuleAndSpec(m, &ColumnBuilder_spec, NULL);
-    if (!st->corrupt_records || !st->invalid_records || !st->column_builder ||
+    st->record = PyType_FromModuleAndSpec(m, &record_type_spec, NULL);
+    if (!st->corrupt_records || !st->invalid_records || !st->column_builder || !st->record ||
+        PyModule_AddObjectRef(m, "Record", st->record) < 0 ||
         PyModule_AddObjectRef(m, "CorruptRecords", st->corrupt_records) < 0 ||
         PyModule_AddObjectRef(m, "InvalidRecords", st->invalid_records) < 0 ||
         PyModule_AddObjectRef(m, "ColumnBuilder", st->column_builder) < 0)
@@ -535,6 +553,7 @@ static int codec_traverse(PyObject *m, visitproc visit, void *arg) {
     Py_VISIT(st->corrupt_records);
     Py_VISIT(st->invalid_records);
     Py_VISIT(st->column_builder);
+    Py_VISIT(st->record);
     return 0;
 }
 
@@ -543,6 +562,7 @@ static int codec_clear(PyObject *m) {
     Py_CLEAR(st->corrupt_records);
     Py_CLEAR(st->invalid_records);
     Py_CLEAR(st->column_builder);
+    Py_CLEAR(st->record);
     return 0;
 }
 

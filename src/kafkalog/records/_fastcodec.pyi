@@ -1,5 +1,7 @@
 # The compiled record codec in _fastcodec.c (see kafkalog.records.fastpath, which chooses it,
 # and kafkalog.records.columnar / columnar_encode, which turn its tuples into Arrow arrays).
+from collections.abc import Sequence
+
 from typing_extensions import Buffer
 
 class CorruptRecords(Exception):
@@ -62,3 +64,41 @@ def encode(
     /,
 ) -> tuple[bytes, int, int, int]: ...
 def partitions_for_keys(keys: BinarySpec | None, rows: int, partitions: int, /) -> bytes: ...
+
+class Record:
+    """kafkalog.records.record.Record made in C (its methods are the Python class's)."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: Sequence[tuple[str, bytes | None]]
+    timestamp: int | None
+    offset: int
+    def __init__(
+        self,
+        value: bytes | None,
+        key: bytes | None = ...,
+        headers: Sequence[tuple[str, bytes | None]] = ...,
+        timestamp: int | None = ...,
+        offset: int = ...,
+    ) -> None: ...
+
+# Exactly `count` records filling `data`, as kafkalog.records.record.decode_records; damage
+# raises CorruptRecords(message, position).
+def decode_records(
+    data: Buffer, count: int, base_offset: int, base_timestamp: int, lat: int | None, /
+) -> list[Record]: ...
+
+# Continue a RecordBatchBuilder in the given state with `records` (exact Record instances; a
+# None timestamp written as null_timestamp, a record's own offset kept if keep_offsets and >= 0):
+# (records region, count, base timestamp, max timestamp, last offset delta), or None when any
+# record needs the reference (which then writes the same bytes or raises its own error).
+def encode_records(
+    records: Sequence[Record],
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int | None,
+    max_timestamp: int,
+    null_timestamp: int,
+    keep_offsets: bool,
+    /,
+) -> tuple[bytes, int, int | None, int, int] | None: ...

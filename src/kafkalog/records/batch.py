@@ -15,7 +15,7 @@ from typing import NamedTuple
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records import compression
 from kafkalog.records.crc import crc32c
-from kafkalog.records.record import Record, decode_records
+from kafkalog.records.record import Record, decode_records, record_loops
 from kafkalog.types import INT32_MAX, CompressionType, TimestampType
 
 Buffer = bytes | bytearray | memoryview
@@ -341,20 +341,26 @@ class RecordBatch:
             payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
             try:
                 codec = header.compression
-                data = compression.decompress(codec, payload) if codec else bytes(payload)
-                self._records = decode_records(
-                    data,
-                    header.records_count,
-                    header.base_offset,
-                    header.base_timestamp,
-                    header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None,
-                )
+                data = compression.decompress(codec, payload) if codec else payload
+                lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+                fields = (header.records_count, header.base_offset, header.base_timestamp, lat)
+                compiled = record_loops.decode
+                if compiled is not None:  # reads the view as it is
+                    self._records = compiled(data, *fields)
+                else:  # the reference slices bytes
+                    self._records = decode_records(bytes(data), *fields)
             except CorruptRecordError as err:
                 raise CorruptRecordError(
                     f"batch records are invalid: {err.reason}",
                     position=self._where(),
                     offset=header.base_offset,
                 ) from err
+            except record_loops.corrupt as err:  # the compiled loop's words, framed alike
+                raise CorruptRecordError(
+                    f"batch records are invalid: {err.args[0]}",
+                    position=self._where(),
+                    offset=header.base_offset,
+                ) from None
         return self._records
 
     def __iter__(self) -> Iterator[Record]:

@@ -25,7 +25,7 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.control import encode_control_key, encode_end_txn_value
 from kafkalog.records.crc import crc32c
-from kafkalog.records.record import Header, Record, encode_record
+from kafkalog.records.record import Header, Record, encode_record, record_loops
 from kafkalog.types import (
     INT32_MAX,
     NO_TIMESTAMP,
@@ -117,7 +117,7 @@ class RecordBatchBuilder:
             if ts < 0 and ts != NO_TIMESTAMP:
                 raise InvalidRecordError(f"invalid negative timestamp {ts}")
             encoded = encode_record(delta, ts - base, key, value, headers)
-        except (TypeError, AttributeError) as err:
+        except (TypeError, AttributeError, ValueError) as err:  # ValueError: bad header shape
             # checked only on failure: up-front isinstance checks cost 15% of encode time
             raise InvalidArgumentError(describe_bad_record(value, key, timestamp, headers)) from err
         self._base_timestamp = base
@@ -141,6 +141,43 @@ class RecordBatchBuilder:
         self._base_timestamp = base_timestamp
         self._max_timestamp = max_timestamp
         self._last_offset_delta = last_delta
+
+    def append_records(
+        self,
+        records: Sequence[Record],
+        *,
+        null_timestamp: int = NO_TIMESTAMP,
+        keep_offsets: bool = True,
+    ) -> None:
+        """Append each record as ``append`` would: at its own offset when ``keep_offsets`` and it
+        has one (>= 0), else the next; a ``None`` timestamp written as ``null_timestamp``. A list
+        or tuple of plain records runs through the compiled loop when it is in use."""
+        encode = record_loops.encode
+        if encode is not None and type(records) in (list, tuple):
+            done = encode(
+                records,
+                self.base_offset,
+                self._last_offset_delta,
+                self._base_timestamp,
+                self._max_timestamp,
+                null_timestamp,
+                keep_offsets,
+            )
+            if done is not None:
+                region, count, base_timestamp, max_timestamp, last_delta = done
+                if count:
+                    self._parts.append(region)
+                    self._count += count
+                    self._size += len(region)
+                    self._base_timestamp = base_timestamp
+                    self._max_timestamp = max_timestamp
+                    self._last_offset_delta = last_delta
+                return
+        append = self.append  # the reference: also the words of every error
+        for r in records:
+            offset = r.offset if keep_offsets and r.offset >= 0 else None
+            ts = null_timestamp if r.timestamp is None else r.timestamp
+            append(r.value, r.key, r.headers, ts, offset)
 
     def append_record(self, record: Record, offset: int | None = None) -> int:
         """Append a Record at the next offset (or ``offset``); returns the batch's size so far."""
@@ -223,6 +260,11 @@ def describe_bad_record(value: object, key: object, timestamp: object, headers: 
     for header in headers if isinstance(headers, list | tuple) else ():
         if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)):
             return f"a header must be a (str, bytes | None) pair, not {header!r}"
+        if not header[0].isascii():
+            try:
+                header[0].encode("utf-8")
+            except UnicodeEncodeError:
+                return f"header key {header[0]!r} cannot be written as UTF-8"
         if not (header[1] is None or isinstance(header[1], byte_types)):
             kind = type(header[1]).__name__
             return f"header {header[0]!r} must have a bytes or None value, not {kind}"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from kafkalog.records.record import CompiledRecordLoops, record_loops
 from kafkalog.types import INT64_MAX, INT64_MIN
 
 if TYPE_CHECKING:
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
     from kafkalog.records import _fastcodec as _fc
 
 
-class CompiledCodec(Protocol):
-    """What ``kafkalog.records._fastcodec`` provides (``_fastcodec.pyi`` documents each)."""
+class CompiledCodec(CompiledRecordLoops, Protocol):
+    """What ``kafkalog.records._fastcodec`` provides (``_fastcodec.pyi`` documents each), the
+    Record-object loops included."""
 
     @property
     def ColumnBuilder(self) -> type[_fc.ColumnBuilder]: ...  # noqa: N802 - the C type's name
@@ -73,6 +75,9 @@ _COMPILED = _load()
 _state = {"enabled": True}
 
 
+record_loops.use(_COMPILED)
+
+
 def compiled_codec() -> CompiledCodec | None:
     """The compiled extension if it was built, whether or not it is in use."""
     return _COMPILED
@@ -92,6 +97,7 @@ def use_fast_path(enabled: bool) -> bool:
     """Choose the compiled codec (when built) or the reference; returns whether the compiled one
     is now in use."""
     _state["enabled"] = enabled
+    record_loops.use(_COMPILED if enabled else None)
     return fast_codec() is not None
 
 

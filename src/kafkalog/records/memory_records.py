@@ -107,9 +107,7 @@ class MemoryRecords:
             partition_leader_epoch=partition_leader_epoch,
             log_append_time=log_append_time,
         )
-        append = builder.append
-        for r in records:
-            append(r.value, r.key, r.headers, r.timestamp, r.offset if r.offset >= 0 else None)
+        builder.append_records(records if isinstance(records, list | tuple) else list(records))
         return cls(builder.build())
 
     @classmethod

@@ -8,7 +8,9 @@ a record whose declared length disagrees with its content.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.varint import (
@@ -16,6 +18,9 @@ from kafkalog.records.varint import (
     encode_unsigned,
     read_unsigned,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 Header = tuple[str, bytes | None]
 
@@ -56,7 +61,7 @@ class Record:
         )
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record):
+        if not isinstance(other, _RECORD_TYPES):
             return NotImplemented
         return (
             self.offset == other.offset
@@ -67,6 +72,105 @@ class Record:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        extra = {  # a subclass's own slots (LegacyRecord's crc and valid)
+            name: getattr(self, name)
+            for cls in type(self).__mro__[:-1]
+            if cls is not Record
+            for name in cls.__dict__.get("__slots__", ())
+            if hasattr(self, name)
+        }
+        fields = (self.value, self.key, self.headers, self.timestamp, self.offset)
+        return (_rebuild, (type(self), fields, extra))
+
+
+def _rebuild(cls: type[Record], fields: tuple[object, ...], extra: dict[str, object]) -> Record:
+    record = cls.__new__(cls)
+    base = next(c for c in cls.__mro__ if c in (ReferenceRecord, _COMPILED_RECORD))
+    base.__init__(record, *fields)  # type: ignore[arg-type]
+    for name, value in extra.items():
+        setattr(record, name, value)
+    return record
+
+
+ReferenceRecord = Record  # the pure-Python definition, kept for the tests that compare the two
+
+
+def _compiled_record() -> type[Record] | None:
+    """The Record type made in C by ``_fastcodec`` (when built), with this class's behaviour.
+
+    Decoding makes a record per record read, so its allocation, attribute reads and deallocation
+    are the read path's cost: a C type with a tailored dealloc halves it against a Python class
+    with ``__slots__``. The methods below stay Python, written once, shared by both types.
+    """
+    try:
+        module = importlib.import_module("kafkalog.records._fastcodec")
+    except ImportError:  # kafkalog.records.fastpath says so, once
+        return None
+    compiled: type[Record] = module.Record
+    for name in ("__repr__", "__eq__", "__reduce__"):
+        setattr(compiled, name, Record.__dict__[name])
+    compiled.__hash__ = None  # type: ignore[assignment]
+    return compiled
+
+
+class _NeverRaised(Exception):
+    pass
+
+
+class RecordLoops:
+    """The compiled loops between v2 bytes and Record objects, when in use (else None).
+
+    ``kafkalog.records.fastpath`` sets them at import and on ``use_fast_path``; ``batch`` and
+    ``builder`` read them per batch, so switching takes effect at once.
+    """
+
+    __slots__ = ("corrupt", "decode", "encode")
+
+    def __init__(self) -> None:
+        self.decode: Callable[[Buffer, int, int, int, int | None], list[Record]] | None = None
+        self.encode: Callable[..., EncodedRecords | None] | None = None  # see CompiledRecordLoops
+        self.corrupt: type[Exception] = _NeverRaised  # the compiled loop's CorruptRecords
+
+    def use(self, compiled: CompiledRecordLoops | None) -> None:
+        """Run the compiled loops of ``compiled`` from now on, or the reference's (None)."""
+        self.decode = compiled.decode_records if compiled else None
+        self.encode = compiled.encode_records if compiled else None
+        self.corrupt = compiled.CorruptRecords if compiled else _NeverRaised
+
+
+class CompiledRecordLoops(Protocol):
+    """What ``RecordLoops.use`` takes from ``_fastcodec`` (its ``.pyi`` documents each)."""
+
+    @property
+    def CorruptRecords(self) -> type[Exception]: ...  # noqa: N802 - the C type's name
+    def decode_records(
+        self, data: Buffer, count: int, base_offset: int, base_timestamp: int, lat: int | None, /
+    ) -> list[Record]: ...
+    def encode_records(
+        self,
+        records: Sequence[Record],
+        base_offset: int,
+        last_offset_delta: int,
+        base_timestamp: int | None,
+        max_timestamp: int,
+        null_timestamp: int,
+        keep_offsets: bool,
+        /,
+    ) -> EncodedRecords | None: ...
+
+
+# (records region, count, base timestamp, max timestamp, last offset delta)
+EncodedRecords = tuple[bytes, int, int | None, int, int]
+record_loops = RecordLoops()
+
+_COMPILED_RECORD = _compiled_record()
+_RECORD_TYPES: tuple[type[Record], ...] = (Record,)
+if _COMPILED_RECORD is not None:
+    Record = _COMPILED_RECORD  # type: ignore[misc]
+    ReferenceRecord.__qualname__ = ReferenceRecord.__name__ = "ReferenceRecord"  # for pickle
+    _RECORD_TYPES = (Record, ReferenceRecord)
 
 
 def _short(value: bytes | None) -> str:

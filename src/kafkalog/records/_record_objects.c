@@ -1,0 +1,279 @@
+/* kafkalog.records._fastcodec, part two: v2 records to and from kafkalog's Record objects.
+ *
+ * Why: most users never see Arrow; they iterate a batch for Record objects and build batches
+ * from lists of them. Calling Record's __init__ from a Python loop costs more than decoding the
+ * record, so this file fills and reads Record's five __slots__ directly, at the offsets its member
+ * descriptors give. Refuses: anything but the exact Record class (a subclass could add its own
+ * invariants), any input the pure-Python reference would word differently: decode raises
+ * CorruptRecords where the reference raises CorruptRecordError; encode returns None for any
+ * record it does not take exactly (a bytearray value, a bool timestamp, a bad offset or type),
+ * so the caller runs the reference, which then writes the same bytes or raises its own error.
+ * The encode loop is in _record_encode.c.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include "_fastcodec.h"
+#include "_record_objects.h"
+
+/* ---- the Record type --------------------------------------------------------------------- */
+
+static int Record_init(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"value", "key", "headers", "timestamp", "offset", NULL};
+    PyObject *value, *key = Py_None, *headers = NULL, *timestamp = Py_None, *offset = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOO:Record", names, &value, &key, &headers,
+                                     &timestamp, &offset))
+        return -1;
+    headers = headers ? Py_NewRef(headers) : PyTuple_New(0);
+    offset = offset ? Py_NewRef(offset) : PyLong_FromLong(-1);
+    if (!headers || !offset) {
+        Py_XDECREF(headers);
+        Py_XDECREF(offset);
+        return -1;
+    }
+    Py_XSETREF(R(self)->value, Py_NewRef(value));
+    Py_XSETREF(R(self)->key, Py_NewRef(key));
+    Py_XSETREF(R(self)->headers, headers);
+    Py_XSETREF(R(self)->timestamp, Py_NewRef(timestamp));
+    Py_XSETREF(R(self)->offset, offset);
+    return 0;
+}
+
+static int Record_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self)); /* instances of a heap type keep it alive */
+    Py_VISIT(R(self)->value);
+    Py_VISIT(R(self)->key);
+    Py_VISIT(R(self)->headers);
+    Py_VISIT(R(self)->timestamp);
+    Py_VISIT(R(self)->offset);
+    return 0;
+}
+
+static int Record_clear(PyObject *self) {
+    Py_CLEAR(R(self)->value);
+    Py_CLEAR(R(self)->key);
+    Py_CLEAR(R(self)->headers);
+    Py_CLEAR(R(self)->timestamp);
+    Py_CLEAR(R(self)->offset);
+    return 0;
+}
+
+static void Record_dealloc(PyObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Record_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyMemberDef Record_members[] = {
+    {"value", T_OBJECT_EX, offsetof(RecordObject, value), 0, "bytes, or None for a tombstone"},
+    {"key", T_OBJECT_EX, offsetof(RecordObject, key), 0, "bytes or None"},
+    {"headers", T_OBJECT_EX, offsetof(RecordObject, headers), 0,
+     "a sequence of (str, bytes | None)"},
+    {"timestamp", T_OBJECT_EX, offsetof(RecordObject, timestamp), 0,
+     "ms since the epoch, or None"},
+    {"offset", T_OBJECT_EX, offsetof(RecordObject, offset), 0, "-1 until the record is in a log"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Record_slots[] = {
+    {Py_tp_init, Record_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, Record_dealloc},
+    {Py_tp_traverse, Record_traverse},
+    {Py_tp_clear, Record_clear},
+    {Py_tp_members, Record_members},
+    {Py_tp_doc, "Record(value, key=None, headers=(), timestamp=None, offset=-1): one record "
+                "(kafkalog.records.record.Record, made in C). Records read from a batch are "
+                "left out of the cycle collector, as their fields cannot form a cycle; one made "
+                "to refer to itself, through its headers list or a field, is never freed."},
+    {0, NULL},
+};
+
+PyType_Spec record_type_spec = {
+    .name = "kafkalog.records.record.Record",
+    .basicsize = sizeof(RecordObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Record_slots,
+};
+
+/* ---- decode: records region -> list[Record] ---------------------------------------------- */
+
+static PyObject *bytes_or_none(const uint8_t *d, Py_ssize_t pos, int32_t n) {
+    if (n < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)d + pos, n);
+}
+
+/* base + delta as a Python int, exact even where int64 would overflow (the reference's ints
+ * are unbounded). */
+static PyObject *int_sum(int64_t base, int64_t delta) {
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum)) return PyLong_FromLongLong(sum);
+    PyObject *a = PyLong_FromLongLong(base), *b = a ? PyLong_FromLongLong(delta) : NULL;
+    PyObject *out = b ? PyNumber_Add(a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return out;
+}
+
+/* What consecutive records usually share, made once: producers stamp many records of a batch
+ * with one timestamp and give them the same header keys. Borrowed references into records
+ * that the output list keeps alive. */
+enum { SHARED_KEYS = 8 };
+typedef struct {
+    PyObject *ts;
+    int64_t ts_value;
+    PyObject *header_keys[SHARED_KEYS]; /* the previous record's keys, by position */
+} Shared;
+
+static PyObject *header_key(const uint8_t *d, Py_ssize_t pos, int32_t n, int32_t h,
+                            Shared *shared) {
+    PyObject *last = h < SHARED_KEYS ? shared->header_keys[h] : NULL;
+    if (last) {
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(last, &len); /* cached: no encoding */
+        if (utf8 && len == n && memcmp(utf8, d + pos, (size_t)n) == 0) return Py_NewRef(last);
+    }
+    PyObject *key = PyUnicode_DecodeUTF8((const char *)d + pos, n, NULL);
+    if (key && h < SHARED_KEYS) shared->header_keys[h] = key;
+    return key;
+}
+
+/* The headers parse_record checked, as the reference's list of (str, bytes | None). */
+static PyObject *header_list(const uint8_t *d, const RecordSpan *r, Shared *shared,
+                             Damage *damage) {
+    PyObject *list = PyList_New(r->header_count);
+    if (!list) return NULL;
+    PyObject_GC_UnTrack(list); /* held by an untracked record: see make_record */
+    Py_ssize_t pos = r->headers_pos;
+    for (int32_t h = 0; h < r->header_count; h++) {
+        int32_t n;
+        if (read_varint32(d, r->end, &pos, &n, damage) < 0) goto fail;
+        PyObject *key = header_key(d, pos, n, h, shared);
+        if (!key) {
+            PyErr_Clear(); /* check_headers agreed it was UTF-8; say it as the reference would */
+            damaged(damage, "record has a header key that is not UTF-8", r->start);
+            goto fail;
+        }
+        pos += n;
+        if (read_varint32(d, r->end, &pos, &n, damage) < 0) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        PyObject *value = bytes_or_none(d, pos, n);
+        PyObject *pair = value ? PyTuple_New(2) : NULL;
+        if (!pair) {
+            Py_DECREF(key);
+            Py_XDECREF(value);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyObject_GC_UnTrack(pair); /* str and bytes: as the collector's own first pass would */
+        PyList_SET_ITEM(list, h, pair);
+        if (n > 0) pos += n;
+    }
+    return list;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
+/* One Record from a parsed span; NULL with an exception or with damage recorded. */
+static PyObject *make_record(PyTypeObject *type, const uint8_t *d, const RecordSpan *r,
+                             int64_t base_offset, int64_t base_ts, PyObject *log_append_time,
+                             PyObject *no_headers, Shared *shared, Damage *damage) {
+    PyObject *key = bytes_or_none(d, r->key_pos, r->key_len);
+    PyObject *value = key ? bytes_or_none(d, r->value_pos, r->value_len) : NULL;
+    PyObject *headers = NULL, *ts = NULL, *offset = NULL, *rec = NULL;
+    if (!value) goto fail;
+    headers = r->header_count ? header_list(d, r, shared, damage) : Py_NewRef(no_headers);
+    if (!headers) goto fail;
+    if (log_append_time != Py_None) {
+        ts = Py_NewRef(log_append_time);
+    } else if (shared->ts && shared->ts_value - base_ts == r->ts_delta) {
+        ts = Py_NewRef(shared->ts);
+    } else if ((ts = int_sum(base_ts, r->ts_delta)) && PyLong_CheckExact(ts)) {
+        int overflow;
+        shared->ts_value = PyLong_AsLongLongAndOverflow(ts, &overflow);
+        shared->ts = overflow ? NULL : ts;
+    }
+    offset = ts ? int_sum(base_offset, r->offset_delta) : NULL;
+    /* Never tracked by the cycle collector (PyObject_GC_New leaves it untracked), like its
+     * header list: what decoding puts in them (bytes, ints, None, tuples of str and bytes) can
+     * form no cycle, and walking a million young records at every collection was a third of
+     * the read. A record a caller makes point back at itself is never freed; the type's doc
+     * says so. Allocated last, so nothing sees it half filled. */
+    rec = offset ? (PyObject *)PyObject_GC_New(RecordObject, type) : NULL;
+    if (!rec) goto fail;
+    R(rec)->value = value;
+    R(rec)->key = key;
+    R(rec)->headers = headers;
+    R(rec)->timestamp = ts;
+    R(rec)->offset = offset;
+    return rec;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(ts);
+    Py_XDECREF(offset);
+    return NULL;
+}
+
+/* decode_records(data, count, base_offset, base_timestamp, log_append_time | None) -> list */
+PyObject *records_decode(PyTypeObject *type, PyObject *corrupt_records, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts;
+    PyObject *lat;
+    if (!PyArg_ParseTuple(args, "y*nLLO", &view, &count, &base_offset, &base_ts, &lat))
+        return NULL;
+    const uint8_t *d = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    Damage damage = {0};
+    PyObject *out = NULL, *no_headers = PyTuple_New(0);
+    if (!no_headers) goto done;
+    if (lat != Py_None && !PyLong_Check(lat)) {
+        PyErr_SetString(PyExc_TypeError, "log_append_time must be an int or None");
+        goto done;
+    }
+    if (count < 0) {
+        damaged(&damage, "negative record count", 0);
+        goto done;
+    }
+    if (count > end / 7) { /* a record takes at least 7 bytes: refuse before allocating */
+        damaged(&damage, "record runs past the end of the batch", end);
+        goto done;
+    }
+    out = PyList_New(count);
+    if (!out) goto done;
+    /* Each record made counts toward the next young-generation collection, which would walk
+     * this half-filled list over and over: it is shown to the collector once it is whole. */
+    PyObject_GC_UnTrack(out);
+    Shared shared = {0};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RecordSpan r;
+        PyObject *rec = NULL;
+        if (parse_record(d, end, &pos, &r, &damage) == 0)
+            rec = make_record(type, d, &r, base_offset, base_ts, lat, no_headers, &shared,
+                              &damage);
+        if (!rec) { /* the list's unfilled items are NULL, which its dealloc skips */
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, rec);
+    }
+    if (pos != end) {
+        damaged(&damage, "incorrect declared batch size: bytes remain after the records", pos);
+        Py_CLEAR(out);
+    }
+    if (out) PyObject_GC_Track(out);
+done:
+    Py_XDECREF(no_headers);
+    PyBuffer_Release(&view);
+    if (!out) return raise_damage(corrupt_records, &damage);
+    return out;
+}

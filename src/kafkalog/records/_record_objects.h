@@ -1,0 +1,20 @@
+/* The Record type of _fastcodec and its loops (see _record_objects.c), declared for
+ * _fastcodec.c, which owns the module state and the method table. */
+#ifndef KAFKALOG_RECORD_OBJECTS_H
+#define KAFKALOG_RECORD_OBJECTS_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* kafkalog.records.record.Record's fields, as its pure-Python definition names them */
+typedef struct {
+    PyObject_HEAD
+    PyObject *value, *key, *headers, *timestamp, *offset;
+} RecordObject;
+
+#define R(obj) ((RecordObject *)(obj))
+
+extern PyType_Spec record_type_spec;
+PyObject *records_decode(PyTypeObject *type, PyObject *corrupt_records, PyObject *args);
+PyObject *records_encode(PyTypeObject *type, PyObject *args);
+
+#endif

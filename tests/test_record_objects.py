@@ -1,0 +1,275 @@
+"""Record objects made and read in C (``_record_objects.c``) against the pure-Python reference.
+
+The compiled Record type must behave as the Python class it replaces, and the compiled loops
+must turn bytes into the same records and records into the same bytes as the reference, raise
+on the same damaged input, and hand anything they do not take exactly (a bytearray value, a bool
+timestamp, a bad offset) to the reference, so its words are the error.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalog import (
+    CompressionType,
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidRecordError,
+    KafkaLogError,
+    MemoryRecords,
+    Record,
+)
+from kafkalog.records.batch import rewrite_crc
+from kafkalog.records.builder import RecordBatchBuilder
+from kafkalog.records.fastpath import compiled_codec
+from kafkalog.records.legacy import LegacyRecord
+from kafkalog.records.record import ReferenceRecord
+from kafkalog.testing.strategies import records as record_lists
+from kafkalog.types import TimestampType
+from test_fastpath import both, damaged, edits
+
+COMPILED = compiled_codec() is not None
+pytestmark = pytest.mark.one_codec  # each test runs both codecs itself
+needs_compiled = pytest.mark.skipif(not COMPILED, reason="the _fastcodec extension is not built")
+
+BOTH_TYPES = pytest.mark.parametrize("cls", [Record, ReferenceRecord], ids=["compiled", "python"])
+
+
+def fields(records: Any) -> list[tuple[Any, ...]]:
+    """Each record as plain values, with the value types (bytes, not a view, must come out)."""
+    return [
+        (
+            type(r).__name__,
+            r.offset,
+            r.timestamp,
+            r.key,
+            type(r.key),
+            r.value,
+            type(r.value),
+            list(r.headers),
+            type(r.headers),
+        )
+        for r in records
+    ]
+
+
+def decoded(data: bytes) -> list[tuple[Any, ...]]:
+    return fields(MemoryRecords(data).records())
+
+
+# --- the type ---------------------------------------------------------------------------------
+
+
+@needs_compiled
+def test_the_public_record_is_the_compiled_type() -> None:
+    assert Record is not ReferenceRecord
+    assert Record.__module__ == "kafkalog.records.record" and Record.__name__ == "Record"
+
+
+@BOTH_TYPES
+def test_both_types_construct_compare_and_print_alike(cls: Any) -> None:
+    r = cls(b"v", key=b"k", headers=[("h", b"1")], timestamp=5, offset=7)
+    assert (r.value, r.key, r.headers, r.timestamp, r.offset) == (b"v", b"k", [("h", b"1")], 5, 7)
+    bare = cls(None)
+    assert (bare.key, tuple(bare.headers), bare.timestamp, bare.offset) == (None, (), None, -1)
+    assert r == cls(b"v", b"k", (("h", b"1"),), 5, 7)  # headers compare as lists
+    assert r != cls(b"v", b"k", [("h", b"1")], 5, 8)
+    assert repr(r) == "Record(offset=7, timestamp=5, key=b'k', value=b'v', headers=[('h', b'1')])"
+    with pytest.raises(TypeError):
+        hash(r)
+    r.offset = 9
+    assert r.offset == 9
+    del r.key
+    with pytest.raises(AttributeError):
+        _ = r.key
+    with pytest.raises(TypeError):
+        cls()
+
+
+@BOTH_TYPES
+def test_both_types_pickle_and_copy(cls: Any) -> None:
+    r = cls(b"v" * 100, b"k", [("h", None)], 2**62, 12)
+    for twin in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert type(twin) is cls and twin == r
+
+
+def test_a_legacy_record_pickles_with_its_own_fields() -> None:
+    r = LegacyRecord(b"v", b"k", None, 3, crc=123, valid=False)
+    twin = pickle.loads(pickle.dumps(r))
+    assert type(twin) is LegacyRecord and twin == r
+    assert (twin.crc, twin.valid) == (123, False)
+
+
+@needs_compiled
+def test_decoded_records_are_outside_the_cycle_collector_made_ones_are_not() -> None:
+    data = bytes(MemoryRecords.build([Record(b"v", b"k", [("h", b"1")], 1)]))
+    (read,) = MemoryRecords(data).records()
+    assert not gc.is_tracked(read) and not gc.is_tracked(read.headers)
+    assert gc.is_tracked(Record(b"v"))
+    read.headers.append(("more", None))  # still an ordinary, mutable record
+    assert read.headers == [("h", b"1"), ("more", None)]
+
+
+# --- decode -----------------------------------------------------------------------------------
+
+codecs = st.sampled_from(list(CompressionType))
+
+
+@needs_compiled
+@given(record_lists(max_size=30), codecs, st.sampled_from([0, 3, 2**63 - 2**31 - 5]))
+def test_decode_gives_the_references_records(
+    recs: list[Record], codec: CompressionType, base_offset: int
+) -> None:
+    data = bytes(MemoryRecords.build(recs, compression=codec, base_offset=base_offset))
+    ref, fast = both(lambda: decoded(data))
+    assert fast == ref
+    assert [f[1] for f in ref] == [base_offset + i for i in range(len(recs))]
+
+
+@needs_compiled
+@given(record_lists(max_size=10), st.integers(0, 2**63 - 1))
+def test_log_append_time_is_every_records_timestamp(recs: list[Record], now: int) -> None:
+    data = bytes(
+        MemoryRecords.build(recs, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=now)
+    )
+    ref, fast = both(lambda: decoded(data))
+    assert fast == ref and all(f[2] == now for f in ref)
+
+
+@needs_compiled
+def test_timestamps_and_offsets_past_int64_come_out_exact() -> None:
+    """A base timestamp near the top plus a large delta overflows int64 in C; the reference's
+    ints are unbounded, and so must the compiled loop's be."""
+    recs = [Record(b"a", timestamp=2**62), Record(b"b", timestamp=2**63 - 1)]
+    raw = bytearray(bytes(MemoryRecords.build(recs)))
+    raw[27:35] = (2**63 - 1).to_bytes(8, "big")  # the base timestamp: records keep their deltas
+    rewrite_crc(raw, 0)
+    ref, fast = both(lambda: decoded(bytes(raw)))
+    assert fast == ref
+    assert ref[1][2] == 2**63 - 1 + (2**63 - 1 - 2**62)
+
+
+@needs_compiled
+@given(record_lists(max_size=10), edits, st.integers(0, 3))
+def test_damaged_records_raise_alike(
+    recs: list[Record], changes: list[tuple[int, int]], cut: int
+) -> None:
+    data = damaged(recs, changes, cut)
+    ref, fast = both(lambda: decoded(data))
+    if isinstance(ref, Exception):
+        assert isinstance(ref, CorruptRecordError), ref
+        assert isinstance(fast, CorruptRecordError), fast
+        assert "batch records are invalid" in str(fast)
+    else:
+        assert fast == ref
+
+
+@needs_compiled
+def test_a_record_count_beyond_the_bytes_is_refused_before_allocating() -> None:
+    raw = bytearray(bytes(MemoryRecords.build([Record(b"v")])))
+    raw[57:61] = (2**31 - 1).to_bytes(4, "big")
+    rewrite_crc(raw, 0)
+    ref, fast = both(lambda: decoded(bytes(raw)))
+    assert isinstance(ref, CorruptRecordError) and isinstance(fast, CorruptRecordError)
+    assert fast.position == ref.position == 0
+
+
+# --- encode -----------------------------------------------------------------------------------
+
+
+@needs_compiled
+@given(record_lists(max_size=30), codecs, st.integers(0, 2**40))
+def test_build_writes_the_references_bytes(
+    recs: list[Record], codec: CompressionType, base_offset: int
+) -> None:
+    ref, fast = both(
+        lambda: bytes(MemoryRecords.build(recs, compression=codec, base_offset=base_offset))
+    )
+    assert fast == ref
+
+
+@needs_compiled
+@given(record_lists(max_size=12), st.data())
+def test_own_offsets_and_a_builder_part_filled_encode_alike(
+    recs: list[Record], data: st.DataObject
+) -> None:
+    """Records carrying their own (increasing) offsets, appended in two slices to one builder,
+    with a null-timestamp stand-in (the leader's "now")."""
+    gaps = data.draw(st.lists(st.integers(1, 3), min_size=len(recs), max_size=len(recs)))
+    offset = 10
+    for r, gap in zip(recs, gaps, strict=True):
+        offset += gap
+        r.offset = offset
+    cut = data.draw(st.integers(0, len(recs)))
+    null_ts = data.draw(st.sampled_from([-1, 0, 1_700_000_000_000]))
+
+    def build() -> bytes:
+        b = RecordBatchBuilder(base_offset=10)
+        b.append_records(recs[:cut], null_timestamp=null_ts)
+        b.append_records(tuple(recs[cut:]), null_timestamp=null_ts)
+        return b.build()
+
+    ref, fast = both(build)
+    assert fast == ref
+
+
+ODD_BUT_ACCEPTED = {
+    "a bytearray value": Record(bytearray(b"v"), b"k"),
+    "a memoryview key": Record(b"v", memoryview(b"key")),
+    "headers as a tuple of lists": Record(b"v", None, (["h", b"1"],)),  # type: ignore[arg-type]
+    "a bool timestamp": Record(b"v", None, (), True),
+    "a subclass": LegacyRecord(b"v", b"k", None, 5, crc=0, valid=True),
+}
+REFUSED = {
+    "a str value": Record("v", b"k"),  # type: ignore[arg-type]
+    "an int key": Record(b"v", 5),  # type: ignore[arg-type]
+    "a negative timestamp": Record(b"v", None, (), -5),
+    "a float timestamp": Record(b"v", None, (), 1.5),  # type: ignore[arg-type]
+    "a header without a value": Record(b"v", None, [("h",)]),  # type: ignore[list-item]
+    "a header key with a surrogate": Record(b"v", None, [("\ud800", b"x")]),
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize("case", list(ODD_BUT_ACCEPTED) + list(REFUSED))
+def test_records_the_compiled_loop_does_not_take_go_to_the_reference(case: str) -> None:
+    odd = ODD_BUT_ACCEPTED.get(case) or REFUSED[case]
+    recs = [Record(b"first", b"k", (), 1), odd, Record(b"last", None, (), 2)]
+    ref, fast = both(lambda: bytes(MemoryRecords.build(recs)))
+    if case in REFUSED:
+        assert isinstance(ref, KafkaLogError), ref
+        assert type(fast) is type(ref) and str(fast) == str(ref)
+    else:
+        assert isinstance(ref, bytes), ref
+        assert fast == ref
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "offsets",
+    [[5, 5], [7, 6], [0, 2**31 + 1]],
+    ids=["repeated", "decreasing", "delta past int32"],
+)
+def test_bad_own_offsets_are_refused_in_the_references_words(offsets: list[int]) -> None:
+    recs = [Record(b"v", offset=o) for o in offsets]
+    ref, fast = both(lambda: bytes(MemoryRecords.build(recs)))
+    assert isinstance(ref, InvalidRecordError), ref
+    assert type(fast) is type(ref) and str(fast) == str(ref)
+
+
+@needs_compiled
+def test_a_generator_of_records_is_built_too() -> None:
+    ref, fast = both(lambda: bytes(MemoryRecords.build(Record(b"%d" % i) for i in range(5))))
+    assert fast == ref and len(MemoryRecords(fast).first_batch() or ()) == 5
+
+
+def test_the_reference_refuses_a_non_record_with_our_error() -> None:
+    with pytest.raises(InvalidArgumentError):
+        MemoryRecords.build([Record(b"v", headers=[(1, b"x")])])  # type: ignore[list-item]
