@@ -273,3 +273,19 @@ def test_a_generator_of_records_is_built_too() -> None:
 def test_the_reference_refuses_a_non_record_with_our_error() -> None:
     with pytest.raises(InvalidArgumentError):
         MemoryRecords.build([Record(b"v", headers=[(1, b"x")])])  # type: ignore[list-item]
+
+
+@needs_compiled
+@given(record_lists(max_size=20))
+def test_record_facts_summarise_what_the_leader_checks(recs: list[Record]) -> None:
+    codec = compiled_codec()
+    assert codec is not None
+    given_ts = [r.timestamp for r in recs if r.timestamp not in (None, -1)]
+    expected = (
+        sum(r.key is None for r in recs),
+        min(given_ts, default=None),
+        max(given_ts, default=None),
+    )
+    assert codec.record_facts(recs) == expected
+    assert codec.record_facts([*recs, LegacyRecord(b"v", None, 1, 0, 0, True)]) is None
+    assert codec.record_facts([*recs, Record(b"v", None, (), 1.5)]) is None  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.records import AnyBatch, BatchScanner, RecordBatch, RecordBatchBuilder
 from kafkalog.records.batch import set_last_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.records.fastpath import RecordStats, record_stats
-from kafkalog.records.record import Record
+from kafkalog.records.record import Record, RecordFacts, record_loops
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 
@@ -195,15 +195,26 @@ def _check_records(
     check_record_values(config, records, now)
 
 
-def check_record_values(config: LogConfig, records: Sequence[Record], now: int) -> None:
+def check_record_values(
+    config: LogConfig, records: Sequence[Record], now: int, facts: RecordFacts | None = None
+) -> None:
     """Kafka's per-record checks: a key on compacted topics, and the CreateTime timestamp bounds
     (a ``None`` or -1 timestamp passes). Errors are collected; up to three are reported, as
-    InvalidTimestampError if any is about a timestamp, else InvalidRecordError."""
-    errors: list[tuple[int, str]] = []
-    timestamp_error = False
+    InvalidTimestampError if any is about a timestamp, else InvalidRecordError. ``facts``: the
+    compiled loop's summary of ``records``, if the caller has it."""
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
     compact = config.compact
+    if facts is None and record_loops.facts:
+        facts = record_loops.facts(records)
+    if facts is not None:  # the compiled loop's summary says whether any record fails
+        null_keys, low, high = facts
+        late = check_ts and low is not None and now - low > before
+        early = check_ts and high is not None and high - now > after
+        if not (compact and null_keys) and not late and not early:
+            return
+    errors: list[tuple[int, str]] = []  # the loop below finds each one and words it
+    timestamp_error = False
     for i, rec in enumerate(records):
         if compact and rec.key is None:
             errors.append((i, "compacted topic cannot accept message without key"))

@@ -48,6 +48,7 @@ from kafkalog.log.validator import (
 )
 from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
+from kafkalog.records.record import RecordFacts, record_loops
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.types import (
     INT16_MAX,
@@ -71,7 +72,9 @@ def _as_buffer(records: MemoryRecords | Buffer) -> memoryview:
     return check_buffer("records", records)
 
 
-def _records_argument(records: Iterable[Record]) -> list[Record]:
+def _records_argument(records: Iterable[Record]) -> tuple[list[Record], RecordFacts | None]:
+    """The records as a list, each checked to be a Record, and the compiled loop's facts about
+    them (None when it does not run or left the check to the loop here)."""
     try:
         recs = list(records)
     except TypeError:
@@ -80,10 +83,13 @@ def _records_argument(records: Iterable[Record]) -> list[Record]:
         ) from None
     if not recs:
         raise InvalidRecordError("append needs at least one record")
-    for rec in recs:
-        if not isinstance(rec, Record):
-            raise InvalidArgumentError(f"records must be Record objects, not {type(rec).__name__}")
-    return recs
+    facts = record_loops.facts(recs) if record_loops.facts else None
+    if facts is None:  # else every item is an exact Record: the compiled loop checked each type
+        for rec in recs:
+            if not isinstance(rec, Record):
+                kind = type(rec).__name__
+                raise InvalidArgumentError(f"records must be Record objects, not {kind}")
+    return recs, facts
 
 
 def _batches_of(data: Buffer) -> list[AnyBatch]:
@@ -130,7 +136,7 @@ class LogAppender:
         makes the append idempotent (and transactional): a retry of the same sequence range
         returns the original offsets with ``duplicate=True`` and writes nothing.
         """
-        recs = _records_argument(records)
+        recs, facts = _records_argument(records)
         check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
         if producer is not None and not isinstance(producer, ProducerFields):
             raise InvalidArgumentError(
@@ -143,7 +149,7 @@ class LogAppender:
         with self._lock:
             self._check_open()
             now = self._local.clock.milliseconds()
-            check_record_values(self._local.config, recs, now)
+            check_record_values(self._local.config, recs, now, facts)
             log_append = self._local.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
             first = self._local.log_end_offset
             chunks = build_batches(
@@ -158,9 +164,11 @@ class LogAppender:
                 written = [(data, _batches_of(data))]
             else:
                 written = [(c, _batches_of(c) if producer.producer_id >= 0 else []) for c in chunks]
+            max_ts = NO_TIMESTAMP  # from the batch headers, None timestamps written as now
             for data, batches in written:
                 parsed = batches or _batches_of(data)
                 top = max(parsed, key=lambda b: b.max_timestamp)
+                max_ts = max(max_ts, top.max_timestamp)
                 duplicate = self._append_batches(
                     data,
                     batches,
@@ -176,8 +184,6 @@ class LogAppender:
             if log_append:
                 max_ts, shallow = now, last
             else:
-                ts = [r.timestamp if r.timestamp is not None else now for r in recs]
-                max_ts = max(ts)
                 shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
             return LogAppendInfo(
                 first_offset=first,

@@ -508,21 +508,14 @@ static PyObject *partitions_for_keys(PyObject *Py_UNUSED(module), PyObject *args
     return out;
 }
 
-static PyObject *decode_records(PyObject *module, PyObject *args) {
-    CodecState *st = codec_state(module);
-    return records_decode((PyTypeObject *)st->record, st->corrupt_records, args);
+/* for the Record-object loops' entry points in _record_objects.c */
+PyTypeObject *codec_record_type(PyObject *module) {
+    return (PyTypeObject *)codec_state(module)->record;
 }
 
-static PyObject *encode_records(PyObject *module, PyObject *args) {
-    return records_encode((PyTypeObject *)codec_state(module)->record, args);
-}
+PyObject *codec_corrupt_records(PyObject *module) { return codec_state(module)->corrupt_records; }
 
 static PyMethodDef module_methods[] = {
-    {"decode_records", decode_records, METH_VARARGS,
-     "decode_records(data, count, base_offset, base_timestamp, log_append_time) -> list[Record]"},
-    {"encode_records", encode_records, METH_VARARGS,
-     "encode_records(records, base_offset, last_offset_delta, base_timestamp, max_timestamp) -> "
-     "(records_region, count, base_timestamp, max_timestamp, last_offset_delta) or None"},
     {"encode", encode, METH_VARARGS,
      "encode(row_start, row_end, max_bytes, keys, values, timestamps, headers) -> "
      "(records, rows, base_timestamp, max_timestamp)"},
@@ -541,6 +534,7 @@ static int codec_exec(PyObject *m) {
     st->record = PyType_FromModuleAndSpec(m, &record_type_spec, NULL);
     if (!st->corrupt_records || !st->invalid_records || !st->column_builder || !st->record ||
         PyModule_AddObjectRef(m, "Record", st->record) < 0 ||
+        PyModule_AddFunctions(m, record_methods) < 0 ||
         PyModule_AddObjectRef(m, "CorruptRecords", st->corrupt_records) < 0 ||
         PyModule_AddObjectRef(m, "InvalidRecords", st->invalid_records) < 0 ||
         PyModule_AddObjectRef(m, "ColumnBuilder", st->column_builder) < 0)

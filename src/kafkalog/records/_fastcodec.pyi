@@ -102,3 +102,7 @@ def encode_records(
     keep_offsets: bool,
     /,
 ) -> tuple[bytes, int, int | None, int, int] | None: ...
+
+# (records with a null key, least and greatest timestamp given: not None, not -1), or None when
+# any item is not an exact Record or has a timestamp that is not a plain int.
+def record_facts(records: Sequence[Record], /) -> tuple[int, int | None, int | None] | None: ...

@@ -133,7 +133,8 @@ static int plan_record(PyTypeObject *type, PyObject *rec, const EncodeArgs *a,
  *   -> (records_region, count, base_timestamp, max_timestamp, last_offset_delta) or None
  * Continues a builder in the given state as RecordBatchBuilder.append_records would, record by
  * record; None (nothing written) when any record needs the reference. */
-PyObject *records_encode(PyTypeObject *type, PyObject *args) {
+PyObject *records_encode(PyObject *module, PyObject *args) {
+    PyTypeObject *type = codec_record_type(module);
     PyObject *seq, *base_obj;
     long long base_offset, max_ts, null_ts;
     int last_delta, keep_offsets;
@@ -198,4 +199,32 @@ PyObject *records_encode(PyTypeObject *type, PyObject *args) {
 done:
     PyMem_Free(plan);
     return out;
+}
+
+/* record_facts(records) -> (null keys, min timestamp | None, max timestamp | None) or None
+ * What the leader checks before an append (Kafka's LogValidator: keys on compacted topics,
+ * CreateTime bounds), over timestamps given (not None, not -1); None when any item is not an
+ * exact Record or holds a timestamp that is not a plain int, so the caller's loop decides. */
+PyObject *records_facts(PyObject *module, PyObject *seq) {
+    PyTypeObject *type = codec_record_type(module);
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), null_keys = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rec = items[i];
+        if (!Py_IS_TYPE(rec, type) || !R(rec)->key || !R(rec)->timestamp) Py_RETURN_NONE;
+        null_keys += R(rec)->key == Py_None;
+        PyObject *ts_obj = R(rec)->timestamp;
+        if (ts_obj == Py_None) continue;
+        if (!PyLong_CheckExact(ts_obj)) Py_RETURN_NONE;
+        int overflow;
+        long long ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
+        if (overflow) Py_RETURN_NONE;
+        if (ts == -1) continue;
+        if (ts < lo) lo = ts;
+        if (ts > hi) hi = ts;
+    }
+    if (lo > hi) return Py_BuildValue("(nOO)", null_keys, Py_None, Py_None);
+    return Py_BuildValue("(nLL)", null_keys, (long long)lo, (long long)hi);
 }

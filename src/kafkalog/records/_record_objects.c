@@ -224,7 +224,8 @@ fail:
 }
 
 /* decode_records(data, count, base_offset, base_timestamp, log_append_time | None) -> list */
-PyObject *records_decode(PyTypeObject *type, PyObject *corrupt_records, PyObject *args) {
+static PyObject *records_decode(PyObject *module, PyObject *args) {
+    PyTypeObject *type = codec_record_type(module);
     Py_buffer view;
     Py_ssize_t count;
     long long base_offset, base_ts;
@@ -274,6 +275,18 @@ PyObject *records_decode(PyTypeObject *type, PyObject *corrupt_records, PyObject
 done:
     Py_XDECREF(no_headers);
     PyBuffer_Release(&view);
-    if (!out) return raise_damage(corrupt_records, &damage);
+    if (!out) return raise_damage(codec_corrupt_records(module), &damage);
     return out;
 }
+
+PyMethodDef record_methods[] = {
+    {"decode_records", records_decode, METH_VARARGS,
+     "decode_records(data, count, base_offset, base_timestamp, log_append_time) -> list[Record]"},
+    {"encode_records", records_encode, METH_VARARGS,
+     "encode_records(records, base_offset, last_offset_delta, base_timestamp, max_timestamp, "
+     "null_timestamp, keep_offsets) -> (records_region, count, base_timestamp, max_timestamp, "
+     "last_offset_delta) or None"},
+    {"record_facts", records_facts, METH_O,
+     "record_facts(records) -> (null_keys, min_timestamp, max_timestamp) or None"},
+    {NULL, NULL, 0, NULL},
+};

@@ -14,7 +14,13 @@ typedef struct {
 #define R(obj) ((RecordObject *)(obj))
 
 extern PyType_Spec record_type_spec;
-PyObject *records_decode(PyTypeObject *type, PyObject *corrupt_records, PyObject *args);
-PyObject *records_encode(PyTypeObject *type, PyObject *args);
+extern PyMethodDef record_methods[]; /* decode_records, encode_records, record_facts */
+
+/* from _fastcodec.c, which owns the module state */
+PyTypeObject *codec_record_type(PyObject *module);
+PyObject *codec_corrupt_records(PyObject *module);
+
+PyObject *records_encode(PyObject *module, PyObject *args);
+PyObject *records_facts(PyObject *module, PyObject *records);
 
 #endif

@@ -286,9 +286,9 @@ def frame_batch(
     payload: bytes,
 ) -> bytes:
     """A v2 batch around an (already compressed) records region, its CRC computed."""
-    out = bytearray(RECORD_BATCH_OVERHEAD + payload_size)
+    head = bytearray(RECORD_BATCH_OVERHEAD)
     HEADER_STRUCT.pack_into(
-        out,
+        head,
         0,
         base_offset,
         RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + payload_size,
@@ -304,10 +304,11 @@ def frame_batch(
         base_sequence,
         records_count,
     )
-    out[RECORD_BATCH_OVERHEAD:] = payload
-    _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     assert ATTRIBUTES_OFFSET == CRC_START
-    return bytes(out)
+    # the CRC runs on from the header's tail into the payload: the payload is copied once
+    crc = crc32c(payload, crc32c(memoryview(head)[CRC_START:]))
+    _UINT32.pack_into(head, CRC_OFFSET, crc)
+    return b"".join((head, payload))
 
 
 def build_empty_batch(

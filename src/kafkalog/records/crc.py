@@ -14,9 +14,9 @@ import crc32c as _crc32c
 Buffer = bytes | bytearray | memoryview
 
 
-def crc32c(data: Buffer) -> int:
-    """CRC-32C (Castagnoli) as an unsigned 32-bit value."""
-    return int(_crc32c.crc32c(data))
+def crc32c(data: Buffer, value: int = 0) -> int:
+    """CRC-32C (Castagnoli) as an unsigned 32-bit value; ``value`` continues an earlier CRC."""
+    return int(_crc32c.crc32c(data, value))
 
 
 def crc32(data: Buffer) -> int:

@@ -126,17 +126,19 @@ class RecordLoops:
     ``builder`` read them per batch, so switching takes effect at once.
     """
 
-    __slots__ = ("corrupt", "decode", "encode")
+    __slots__ = ("corrupt", "decode", "encode", "facts")
 
     def __init__(self) -> None:
         self.decode: Callable[[Buffer, int, int, int, int | None], list[Record]] | None = None
         self.encode: Callable[..., EncodedRecords | None] | None = None  # see CompiledRecordLoops
+        self.facts: Callable[[Sequence[Record]], RecordFacts | None] | None = None
         self.corrupt: type[Exception] = _NeverRaised  # the compiled loop's CorruptRecords
 
     def use(self, compiled: CompiledRecordLoops | None) -> None:
         """Run the compiled loops of ``compiled`` from now on, or the reference's (None)."""
         self.decode = compiled.decode_records if compiled else None
         self.encode = compiled.encode_records if compiled else None
+        self.facts = compiled.record_facts if compiled else None
         self.corrupt = compiled.CorruptRecords if compiled else _NeverRaised
 
 
@@ -159,10 +161,13 @@ class CompiledRecordLoops(Protocol):
         keep_offsets: bool,
         /,
     ) -> EncodedRecords | None: ...
+    def record_facts(self, records: Sequence[Record], /) -> RecordFacts | None: ...
 
 
 # (records region, count, base timestamp, max timestamp, last offset delta)
 EncodedRecords = tuple[bytes, int, int | None, int, int]
+# (records with a null key, least and greatest timestamp given: not None, not -1)
+RecordFacts = tuple[int, int | None, int | None]
 record_loops = RecordLoops()
 
 _COMPILED_RECORD = _compiled_record()
