@@ -53,31 +53,6 @@ class Row:
         return "report" if self.target is None else f">= {self.target:g}"
 
 
-def rate(
-    fn: Callable[[], object], units_per_call: float, *, rounds: int = 7, min_time: float = 0.2
-) -> float:
-    """Median units/second of ``fn`` over ``rounds`` rounds of at least ``min_time`` seconds."""
-    fn()  # warm-up
-    calls = _calls_for(fn, min_time)
-    results = []
-    gc_was_enabled = gc.isenabled()
-    for _ in range(rounds):
-        gc.collect()
-        start = time.perf_counter()
-        n = 0
-        while True:
-            for _ in range(calls):
-                fn()
-            n += calls
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        results.append(n * units_per_call / elapsed)
-    if gc_was_enabled:
-        gc.enable()
-    return statistics.median(results)
-
-
 def _calls_for(fn: Callable[[], object], min_time: float) -> int:
     calls = 1
     while True:
@@ -95,10 +70,12 @@ def interleaved(
     *,
     rounds: int = 9,
     min_time: float = 0.15,
+    gc_on: bool = False,
 ) -> tuple[list[float], list[float]]:
-    """Time the candidates round by round (A, B, C, A, B, C, ...) with the GC off, as timeit
-    does, so drift in machine speed hits all alike. Returns each candidate's median units/s and,
-    for each candidate, the median of its per-round ratio to the *second* one (the baseline)."""
+    """Time the candidates round by round (A, B, C, A, B, C, ...), so drift in machine speed
+    hits all alike; with the GC off, as timeit does, unless ``gc_on`` (work that allocates an
+    object per record, whose collector cost applications pay). Returns each candidate's median
+    units/s and, for each, the median of its per-round ratio to the *second* one (the baseline)."""
     for fn in fns:
         fn()  # warm-up
     calls = [_calls_for(fn, min_time) for fn in fns]
@@ -108,7 +85,8 @@ def interleaved(
         for _ in range(rounds):
             for i, fn in enumerate(fns):
                 gc.collect()
-                gc.disable()
+                if not gc_on:
+                    gc.disable()
                 start = time.perf_counter()
                 n = 0
                 while True:
@@ -150,6 +128,8 @@ def machine() -> str:
 
 
 def fmt(value: float, unit: str) -> str:
+    if unit == "MB/s" and value >= 1e3:  # a unit with a prefix of its own takes no second one
+        return f"{value / 1e3:.2f} GB/s"
     if unit.endswith("/s") and value >= 1e6:
         return f"{value / 1e6:.2f} M{unit}"
     if unit.endswith("/s") and value >= 1e3:
