@@ -386,12 +386,19 @@ def test_cleaner_threads_compact_in_the_background(tmp_path: Path) -> None:
             log.append([Record(b"v%d" % i, b"k%d" % (i % 3))])
         log.roll()
     mgr.start()
+
+    def cleaned() -> set[int]:
+        return {r.topic_partition.partition for r in mgr.cleaner.results}
+
+    # a round swaps the cleaned segment in before it records its result: wait for both
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(len(data_of(x)) != 3 for x in logs):
+    while time.monotonic() < deadline and (
+        any(len(data_of(x)) != 3 for x in logs) or cleaned() != {0, 1}
+    ):
         time.sleep(0.02)
     try:
         assert [len(data_of(x)) for x in logs] == [3, 3]
-        assert {r.topic_partition.partition for r in mgr.cleaner.results} == {0, 1}
+        assert cleaned() == {0, 1}
     finally:
         mgr.close()
 
