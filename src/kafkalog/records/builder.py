@@ -209,6 +209,16 @@ class RecordBatchBuilder:
             timestamp=timestamp,
         )
 
+    @property
+    def max_timestamp(self) -> int:
+        """The batch header's max timestamp: the log append time, or the records' greatest."""
+        if (
+            self.timestamp_type is TimestampType.LOG_APPEND_TIME
+            and self.log_append_time is not None
+        ):
+            return self.log_append_time
+        return self._max_timestamp
+
     def build(self) -> bytes:
         """Encode the batch; an empty builder gives empty bytes (no batch)."""
         if not self._parts:
@@ -219,12 +229,7 @@ class RecordBatchBuilder:
                 self.compression, payload, magic=MAGIC, level=self.compression_level
             )
         base_ts = self._base_timestamp if self._base_timestamp is not None else NO_TIMESTAMP
-        max_ts = (
-            self.log_append_time
-            if self.timestamp_type is TimestampType.LOG_APPEND_TIME
-            and self.log_append_time is not None
-            else self._max_timestamp
-        )
+        max_ts = self.max_timestamp
         attributes = make_attributes(
             self.compression,
             self.timestamp_type,

@@ -165,7 +165,7 @@ def _emit_retained(
     )
     builder.override_last_offset(batch.header.last_offset)
     result.batches_rewritten += 1
-    _emit(result, builder.build(), None)
+    _emit(result, builder.build(), None, (batch.header.last_offset, builder.max_timestamp))
 
 
 def _emit_empty(batch: AnyBatch, result: FilterResult) -> None:
@@ -188,13 +188,20 @@ def _emit_empty(batch: AnyBatch, result: FilterResult) -> None:
     _emit(result, data, None)
 
 
-def _emit(result: FilterResult, data: bytes, original: AnyBatch | None) -> None:
+def _emit(
+    result: FilterResult,
+    data: bytes,
+    original: AnyBatch | None,
+    known: tuple[int, int] | None = None,
+) -> None:
+    """Append one output batch: ``original`` if kept as it was, else its last offset and max
+    timestamp as ``known`` (from its builder), else read back from ``data``."""
     # every written batch is one batch of the output, so its shallow offset is its last offset
-    batch = original or next(iter(BatchScanner(data, verify_crc=False)))
-    last = batch.last_offset
-    result.retained.append(
-        RetainedBatch(len(result.output), len(data), last, batch.max_timestamp, last)
-    )
+    if known is None:
+        batch = original or next(iter(BatchScanner(data, verify_crc=False)))
+        known = (batch.last_offset, batch.max_timestamp)
+    last, max_timestamp = known
+    result.retained.append(RetainedBatch(len(result.output), len(data), last, max_timestamp, last))
     result.output += data
 
 
