@@ -247,7 +247,8 @@ class FileRecords:
             raise InvalidArgumentError(
                 f"cannot read {size} bytes at position {position} of {self.path}"
             )
-        with self._pinned() as fd:
+        fd = self._pin()  # a pin, not _pinned(): no generator on every fetch
+        try:
             end = min(position + size, self._size)
             if end <= position:
                 return b""
@@ -265,6 +266,8 @@ class FileRecords:
                 parts.append(more)
                 at += len(more)
             return b"".join(parts)
+        finally:
+            self._unpin()
 
     def control_batches(self) -> list[bytes]:
         """The bytes of every v2 control batch, found by reading each batch's header and
@@ -390,7 +393,8 @@ class FileRecords:
         whose last offset is not above the one before it, or than the batch after it, is
         damage, not an answer: CorruptRecordError (a flipped bit in a base offset is outside
         the CRC)."""
-        with self._pinned():
+        self._pin()  # a pin, not _pinned(): no generator on every fetch
+        try:
             stop = self._size
             if start_position >= stop:
                 return None
@@ -414,6 +418,8 @@ class FileRecords:
                 previous = last
                 position += size
             return None
+        finally:
+            self._unpin()
 
     def _offsets_out_of_order(self, position: int, last: int, previous: int) -> None:
         raise CorruptRecordError(
