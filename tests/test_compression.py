@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import gzip
 import struct
+import subprocess
+import sys
+import textwrap
 import zlib
+from pathlib import Path
 
 import cramjam
 import lz4.frame
@@ -127,3 +131,54 @@ def test_garbage_and_truncation_raise_corrupt_record(codec: CompressionType) -> 
     for bad in (b"", b"\x00" * 20, good[: len(good) // 2], good[:5] + b"\xff" * 40):
         with pytest.raises(CorruptRecordError):
             c.decompress(codec, bad)
+
+
+def test_zstd_declared_size_one_shot_and_its_fallbacks() -> None:
+    """A frame with its size is read in one call; several frames, a frame that lies about its
+    size, and a truncated frame go through the stream path, which reads or refuses them."""
+    one = zstandard.ZstdCompressor(level=3).compress(b"a" * 5000)
+    two = zstandard.ZstdCompressor(level=3).compress(b"b" * 7000)
+    assert c.decompress(CompressionType.ZSTD, one) == b"a" * 5000
+    assert c.decompress(CompressionType.ZSTD, one + two) == b"a" * 5000 + b"b" * 7000
+    # the header's frame content size (one byte after the frame header descriptor) made small
+    lying = bytearray(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(b"c" * 200))
+    assert zstandard.frame_content_size(bytes(lying)) == 200
+    lying[5] = 100
+    with pytest.raises(CorruptRecordError):
+        c.decompress(CompressionType.ZSTD, bytes(lying))
+    with pytest.raises(CorruptRecordError):
+        c.decompress(CompressionType.ZSTD, one[:-3])
+
+
+def test_zstd_decompresses_in_many_threads_at_once(tmp_path: Path) -> None:
+    """python-zstandard's decompressor is one native context: four threads sharing one crashed
+    the interpreter (SIGSEGV), so this runs in a child process."""
+    script = tmp_path / "threads.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import random, threading
+            from kafkalog.records import compression
+            from kafkalog.types import CompressionType
+            rng = random.Random(1)
+            payloads = [bytes(rng.randrange(40) for _ in range(100_000)) * 3 for _ in range(4)]
+            frames = [compression.compress(CompressionType.ZSTD, p) for p in payloads]
+            wrong = []
+            def work(i):
+                for _ in range(150):
+                    if compression.decompress(CompressionType.ZSTD, frames[i]) != payloads[i]:
+                        wrong.append(i)
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("wrong", len(wrong))
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-500:])
+    assert done.stdout.split() == ["wrong", "0"]

@@ -177,10 +177,11 @@ def _gzip_decompress(data: Buffer) -> bytes:
             return b"".join(out)
 
 
-_ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
-
-
-_ZSTD_COMPRESSORS = threading.local()  # a compressor is not thread-safe, but costly to create
+# Neither a compressor nor a decompressor may be used by two threads at once (python-zstandard
+# shares one native context per instance and releases the GIL while it works: two threads
+# decompressing through one instance crashed the process), and both are costly to create.
+_ZSTD_COMPRESSORS = threading.local()
+_ZSTD_DECOMPRESSORS = threading.local()
 
 
 def _zstd_compress(data: Buffer, level: int | None) -> bytes:
@@ -194,14 +195,37 @@ def _zstd_compress(data: Buffer, level: int | None) -> bytes:
     return compressor.compress(data)
 
 
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_ZSTD_DECOMPRESSORS, "one", None)
+    if decompressor is None:
+        decompressor = _ZSTD_DECOMPRESSORS.one = zstandard.ZstdDecompressor()
+    return decompressor
+
+
+# A frame that declares its size is decompressed in one call when the size is believable (a
+# header can claim any size; zstd rarely beats 64:1 on records); else the stream path runs.
+_ZSTD_ONE_SHOT_RATIO = 64
+_ZSTD_ONE_SHOT_MAX = 64 << 20
+
+
 def _zstd_decompress(data: Buffer) -> bytes:
-    # A streaming decoder: zstd-jni writes frames without a content size, and may write several.
     if not len(data):
         raise CorruptRecordError("zstd stream is empty")
+    decompressor = _zstd_decompressor()
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1  # not a frame header: the stream path below says what is wrong
+    if 0 < declared <= min(_ZSTD_ONE_SHOT_MAX, len(data) * _ZSTD_ONE_SHOT_RATIO):
+        try:
+            return bytes(decompressor.decompress(data, allow_extra_data=False))
+        except zstandard.ZstdError:
+            pass  # several frames, or damage: the stream path tells which
+    # zstd-jni writes frames without a content size, and may write several
     out = []
     rest: Buffer = data
     while rest:
-        d = _ZSTD_DECOMPRESSOR.decompressobj()
+        d = decompressor.decompressobj()
         out.append(d.decompress(rest))
         if not d.eof:
             raise CorruptRecordError("zstd stream is truncated")
