@@ -30,7 +30,7 @@ from kafkalog.records.batch import rewrite_crc
 from kafkalog.records.builder import RecordBatchBuilder
 from kafkalog.records.fastpath import compiled_codec
 from kafkalog.records.legacy import LegacyRecord
-from kafkalog.records.record import ReferenceRecord
+from kafkalog.records.record import ReferenceRecord, decode_records
 from kafkalog.testing.strategies import records as record_lists
 from kafkalog.types import TimestampType
 from test_fastpath import both, damaged, edits
@@ -289,3 +289,32 @@ def test_record_facts_summarise_what_the_leader_checks(recs: list[Record]) -> No
     assert codec.record_facts(recs) == expected
     assert codec.record_facts([*recs, LegacyRecord(b"v", None, 1, 0, 0, True)]) is None
     assert codec.record_facts([*recs, Record(b"v", None, (), 1.5)]) is None  # type: ignore[arg-type]
+
+
+@needs_compiled
+@given(
+    st.binary(max_size=80),
+    st.integers(0, 8),
+    st.sampled_from([0, 2**63 - 1]),
+    st.sampled_from([0, -(2**63), 2**63 - 1]),
+    st.sampled_from([None, 7]),
+)
+def test_arbitrary_bytes_decode_alike(
+    region: bytes, count: int, base_offset: int, base_timestamp: int, lat: int | None
+) -> None:
+    """Raw bytes straight into both loops, with base offsets and timestamps at the int64 edges
+    (the deltas then overflow int64): equal records, or both refuse."""
+    codec = compiled_codec()
+    assert codec is not None
+    try:
+        ref: Any = fields(decode_records(region, count, base_offset, base_timestamp, lat))
+    except CorruptRecordError as err:
+        ref = err
+    try:
+        got: Any = fields(codec.decode_records(region, count, base_offset, base_timestamp, lat))
+    except codec.CorruptRecords as err:
+        got = err
+    if isinstance(ref, Exception):
+        assert isinstance(got, codec.CorruptRecords), (ref, got)
+    else:
+        assert got == ref
