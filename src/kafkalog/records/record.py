@@ -2,8 +2,11 @@
 
 Why: a record inside a v2 batch is seven zig-zag varints around a key, a value and headers; this
 is the per-record hot loop of every read and every build, so the one-byte varint case is inlined
-here rather than called. Refuses: batch framing (see ``batch``), any I/O, and silent acceptance of
-a record whose declared length disagrees with its content.
+here rather than called. The ``Record`` class defined here is the reference; when ``_fastcodec``
+is built, ``Record`` names its C type instead (same fields, these methods), and ``record_loops``
+holds the compiled loops between bytes and Records that ``batch`` and ``builder`` run. Refuses:
+batch framing (see ``batch``), any I/O, and silent acceptance of a record whose declared length
+disagrees with its content.
 """
 
 from __future__ import annotations
