@@ -2,8 +2,10 @@
 
 Why: the compiled extension is optional (built by ``pip install .`` when a C compiler is
 there), so it is loaded here, once, behind the ``CompiledCodec`` protocol its ``.pyi`` stub
-types; every user asks ``fast_codec()`` and otherwise runs the pure-Python reference, which
-stays the specification. A build that lost the extension says so with a warning at import.
+types (``record.py`` takes only its Record type); every user asks ``fast_codec()``, or reads
+``record.record_loops``, which this module switches, and otherwise runs the pure-Python
+reference, which stays the specification. A build that lost the extension says so with a
+warning at import.
 Refuses: reading the environment (this layer does no I/O); ``kafkalog/__init__.py`` applies
 ``KAFKALOG_PURE_PYTHON=1``, and the tests switch per test with ``use_fast_path``.
 """
