@@ -152,10 +152,12 @@ static PyObject *header_list(const uint8_t *d, const RecordSpan *r, Shared *shar
         int32_t n;
         if (read_varint32(d, r->end, &pos, &n, damage) < 0) goto fail;
         PyObject *key = header_key(d, pos, n, h, shared);
-        if (!key) {
-            PyErr_Clear(); /* check_headers agreed it was UTF-8; say it as the reference would */
-            damaged(damage, "record has a header key that is not UTF-8", r->start);
-            goto fail;
+        if (!key) { /* check_headers agreed it was UTF-8; if Python does not, say it alike */
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                damaged(damage, "record has a header key that is not UTF-8", r->start);
+            }
+            goto fail; /* anything else (no memory) is raised as it is */
         }
         pos += n;
         if (read_varint32(d, r->end, &pos, &n, damage) < 0) {
@@ -188,12 +190,14 @@ static PyObject *make_record(PyTypeObject *type, const uint8_t *d, const RecordS
     PyObject *key = bytes_or_none(d, r->key_pos, r->key_len);
     PyObject *value = key ? bytes_or_none(d, r->value_pos, r->value_len) : NULL;
     PyObject *headers = NULL, *ts = NULL, *offset = NULL, *rec = NULL;
+    int64_t want;
     if (!value) goto fail;
     headers = r->header_count ? header_list(d, r, shared, damage) : Py_NewRef(no_headers);
     if (!headers) goto fail;
     if (log_append_time != Py_None) {
         ts = Py_NewRef(log_append_time);
-    } else if (shared->ts && shared->ts_value - base_ts == r->ts_delta) {
+    } else if (shared->ts && !__builtin_add_overflow(base_ts, r->ts_delta, &want) &&
+               want == shared->ts_value) {
         ts = Py_NewRef(shared->ts);
     } else if ((ts = int_sum(base_ts, r->ts_delta)) && PyLong_CheckExact(ts)) {
         int overflow;
