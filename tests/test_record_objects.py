@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import inspect
 import pickle
 from typing import Any
 
@@ -318,3 +319,19 @@ def test_arbitrary_bytes_decode_alike(
         assert isinstance(got, codec.CorruptRecords), (ref, got)
     else:
         assert got == ref
+
+
+def test_both_types_have_the_same_signature() -> None:
+    """inspect.signature reads the C type's from its doc: same names, same defaults."""
+
+    def shape(cls: Any) -> list[tuple[str, Any]]:
+        return [(p.name, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    assert shape(Record) == shape(ReferenceRecord)
+    assert shape(Record) == [
+        ("value", inspect.Parameter.empty),
+        ("key", None),
+        ("headers", ()),
+        ("timestamp", None),
+        ("offset", -1),
+    ]

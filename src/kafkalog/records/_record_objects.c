@@ -85,10 +85,12 @@ static PyType_Slot Record_slots[] = {
     {Py_tp_traverse, Record_traverse},
     {Py_tp_clear, Record_clear},
     {Py_tp_members, Record_members},
-    {Py_tp_doc, "Record(value, key=None, headers=(), timestamp=None, offset=-1): one record "
-                "(kafkalog.records.record.Record, made in C). Records read from a batch are "
-                "left out of the cycle collector, as their fields cannot form a cycle; one made "
-                "to refer to itself, through its headers list or a field, is never freed."},
+    /* the first line, up to "--", is the signature inspect.signature reports */
+    {Py_tp_doc, "Record(value, key=None, headers=(), timestamp=None, offset=-1)\n--\n\n"
+                "One record (kafkalog.records.record.Record, made in C). Records read from a "
+                "batch are left out of the cycle collector, as their fields cannot form a "
+                "cycle; one made to refer to itself, through its headers list or a field, is "
+                "never freed."},
     {0, NULL},
 };
 
