@@ -335,3 +335,9 @@ def test_both_types_have_the_same_signature() -> None:
         ("timestamp", None),
         ("offset", -1),
     ]
+
+
+@pytest.mark.parametrize("bad", [[1], None, "x", [Record(b"v"), object()]])
+def test_append_records_refuses_what_is_not_records_with_our_error(bad: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="Record"):
+        RecordBatchBuilder().append_records(bad)

@@ -174,7 +174,17 @@ class RecordBatchBuilder:
                     self._last_offset_delta = last_delta
                 return
         append = self.append  # the reference: also the words of every error
+        try:
+            records = list(records)
+        except TypeError:
+            kind = type(records).__name__
+            raise InvalidArgumentError(
+                f"records must be a sequence of Record, not {kind}"
+            ) from None
         for r in records:
+            if not isinstance(r, Record):
+                kind = type(r).__name__
+                raise InvalidArgumentError(f"records must be Record objects, not {kind}")
             offset = r.offset if keep_offsets and r.offset >= 0 else None
             ts = null_timestamp if r.timestamp is None else r.timestamp
             append(r.value, r.key, r.headers, ts, offset)
