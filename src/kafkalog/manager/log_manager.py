@@ -71,13 +71,16 @@ class LogManager:
         config: ManagerConfig | None = None,
         partitions: Iterable[TopicPartition] | None = None,
         num_partitions: int = 1,
+        coordinated_transactions: bool = False,
     ) -> None:
         """``partitions``: open only these (Kafka has no such mode). The directories are locked
         as always; the other partitions stay closed, keep their checkpoint entries, and are
         recovered at the next full load if the last shutdown was not clean. For a short job
         that touches a few partitions (the Spark sink's commit). Such a manager deletes no
         topic, and creates one only if every partition of it is among ``partitions`` and
-        none is on disk (the sink's auto-creation)."""
+        none is on disk (the sink's auto-creation). ``coordinated_transactions``: serve's
+        coordinator times transactions out, so ``transaction.timeout.ms`` is off here."""
+        self._coordinated_transactions = coordinated_transactions
         self._only = None if partitions is None else intents_.topic_partitions(partitions)
         self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
         paths = (
@@ -127,10 +130,10 @@ class LogManager:
         clock: Clock | None = None,
         *,
         partitions: Iterable[TopicPartition] | None = None,
+        coordinated_transactions: bool = False,
     ) -> LogManager:
-        """The logs a ``server.properties`` describes (``ServerConfig.from_properties``): its
-        ``log.dirs``, its ``log.*`` defaults for every topic, its manager and cleaner keys, and
-        ``num.partitions`` for topics created without a count."""
+        """The logs a ``server.properties`` describes: its ``log.dirs``, ``log.*`` defaults of
+        every topic, manager and cleaner keys, and ``num.partitions`` of topics made uncounted."""
         return cls(
             server.log_dirs,
             server.log_defaults,
@@ -138,6 +141,7 @@ class LogManager:
             config=server.manager,
             partitions=partitions,
             num_partitions=server.broker.num_partitions,
+            coordinated_transactions=coordinated_transactions,
         )
 
     # --- start-up ---------------------------------------------------------------------------
@@ -523,7 +527,8 @@ class LogManager:
     def run_transaction_timeouts(self) -> int:
         """Abort transactions idle for ``transaction.timeout.ms``; returns how many."""
         timeout = self.config.transaction_timeout_ms
-        return sum(len(log.abort_timed_out_transactions(timeout)) for log in self.logs().values())
+        logs = [] if self._coordinated_transactions else self.logs().values()
+        return sum(len(log.abort_timed_out_transactions(timeout)) for log in logs)
 
     def run_producer_expiration(self) -> int:
         """Forget producers idle past ``producer.id.expiration.ms``; returns how many."""

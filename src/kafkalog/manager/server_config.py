@@ -156,6 +156,10 @@ class BrokerKeys:
         "offset.metadata.max.bytes", Type.INT, 4096,
         "The longest metadata string of a committed offset.", at_least(0),
     )  # fmt: skip
+    transaction_state_log_num_partitions: int = define(
+        "transaction.state.log.num.partitions", Type.INT, 50,
+        "Partitions of __transaction_state (fixed once the topic exists).", at_least(1),
+    )  # fmt: skip
     num_io_threads: int = define(
         "num.io.threads", Type.INT, 8, "Threads that run storage work for kafkalog serve.",
         at_least(1),

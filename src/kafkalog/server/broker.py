@@ -55,6 +55,14 @@ from kafkalog.server.metadata import (
     handle_metadata,
 )
 from kafkalog.server.produce import PRODUCE, handle_produce
+from kafkalog.server.txn_apis import TRANSACTION_VERSIONS
+from kafkalog.server.txn_partitions import (
+    DESCRIBE_PRODUCERS,
+    PARTITION_TXN_VERSIONS,
+    WRITE_TXN_MARKERS,
+    handle_describe_producers,
+    handle_write_txn_markers,
+)
 from kafkalog.server.wire import (
     API_VERSIONS_KEY,
     Request,
@@ -84,7 +92,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     **ADMIN_VERSIONS,
+    **PARTITION_TXN_VERSIONS,
     **GROUP_VERSIONS,  # served by the group coordinator on the event loop
+    **TRANSACTION_VERSIONS,  # served by the transaction coordinator on the event loop
 }
 
 
@@ -96,7 +106,8 @@ def handle_api_versions(ctx: BrokerContext, request: Request) -> Any:
 
 def handle_init_producer_id(ctx: BrokerContext, request: Request) -> Any:
     """An idempotent producer's id (epoch 0), fresh on every call as Kafka's coordinator does
-    for a producer without ``transactional.id``."""
+    for a producer without ``transactional.id``. With one, the transport asks the transaction
+    coordinator instead; a Broker driven without a transport has none to ask."""
     mod = payload_module(INIT_PRODUCER_ID, request.api_version, True)
     if request.body.transactional_id is not None:
         return make(
@@ -133,10 +144,12 @@ HANDLERS: dict[int, Handler] = {
     OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     DESCRIBE_CLUSTER: handle_describe_cluster,
+    DESCRIBE_PRODUCERS: handle_describe_producers,
+    WRITE_TXN_MARKERS: handle_write_txn_markers,
 }
-assert set(HANDLERS) | {FETCH} | set(GROUP_VERSIONS) == set(SUPPORTED_VERSIONS), (
-    "every served API has a handler"
-)
+assert set(HANDLERS) | {FETCH} | set(GROUP_VERSIONS) | set(TRANSACTION_VERSIONS) == set(
+    SUPPORTED_VERSIONS
+), "every served API has a handler"
 
 
 class Broker:

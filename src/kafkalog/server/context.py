@@ -12,12 +12,16 @@ import datetime
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.manager.server_config import ServerConfig
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from kio.schema.errors import ErrorCode
+
     from kafkalog.manager import LogManager
     from kafkalog.server.producer_ids import ProducerIdManager
 
@@ -79,6 +83,9 @@ class BrokerSettings:
     offset_metadata_max_bytes: int
     offsets_retention_ms: int
     offsets_retention_check_interval_ms: int
+    transaction_partitions: int = 50
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_interval_ms: int = 10_000
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -121,7 +128,20 @@ class BrokerSettings:
             offset_metadata_max_bytes=b.offset_metadata_max_bytes,
             offsets_retention_ms=b.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=b.offsets_retention_check_interval_ms,
+            transaction_partitions=b.transaction_state_log_num_partitions,
+            transaction_max_timeout_ms=config.manager.producer_state.transaction_max_timeout_ms,
+            transaction_abort_interval_ms=(
+                config.manager.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            ),
         )
+
+
+class TransactionVerifier(Protocol):
+    """The transaction coordinator, as Produce sees it (txn_coordinator.verified)."""
+
+    def verified(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: tuple[str, int]
+    ) -> AbstractContextManager[ErrorCode]: ...
 
 
 class BrokerContext:
@@ -143,3 +163,4 @@ class BrokerContext:
         self.cluster_id = cluster_id
         self.advertised = settings.advertised or settings.listener
         self.on_append: Callable[[], None] = lambda: None
+        self.transactions: TransactionVerifier | None = None  # set when a coordinator runs

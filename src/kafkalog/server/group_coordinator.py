@@ -8,9 +8,9 @@ request version, applies Kafka's checks (session timeout bounds, metadata size, 
 partitions), makes committed offsets durable in ``__consumer_offsets`` before it answers, and
 loads them back at start-up. It runs on the event loop; appends go to worker threads.
 
-Refuses: transaction coordinator keys (FindCoordinator key type 1: COORDINATOR_NOT_AVAILABLE
-until the transaction coordinator exists) and KIP-848 member epochs (OffsetCommit v9+ is not
-served).
+FindCoordinator answers for both coordinators (key type 0, groups; 1, transactional ids):
+this one broker is both. Refuses: other key types (share groups, KIP-932) and KIP-848 member
+epochs (OffsetCommit v9+ is not served).
 """
 
 from __future__ import annotations
@@ -26,7 +26,13 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.server import group_offsets
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.group import Group, JoinRequest, wall_clock_ms
-from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets
+from kafkalog.server.offsets_topic import (
+    OFFSETS_TOPIC,
+    GroupOffsets,
+    OffsetRows,
+    apply_rows,
+    load_offsets,
+)
 from kafkalog.server.wire import Request, make, payload_module
 
 logger = logging.getLogger("kafkalog.server")
@@ -66,6 +72,8 @@ class GroupCoordinator:
         self.run = run
         self.groups: dict[str, Group] = {}
         self.commit_lock = asyncio.Lock()
+        # TxnOffsetCommit rows by (producer id, __consumer_offsets partition), until the marker
+        self.pending_transactions: dict[tuple[int, int], OffsetRows] = {}
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_expiry: asyncio.Task[None] | None = None
         self._handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
@@ -83,8 +91,12 @@ class GroupCoordinator:
         }
 
     async def start(self) -> None:
-        logs = [log for tp, log in self.ctx.manager.logs().items() if tp.topic == OFFSETS_TOPIC]
-        loaded = await self.run(load_offsets, logs)
+        logs = {
+            tp.partition: log
+            for tp, log in self.ctx.manager.logs().items()
+            if tp.topic == OFFSETS_TOPIC
+        }
+        loaded, self.pending_transactions = await self.run(load_offsets, logs)
         for group_id, offsets in loaded.items():
             self.group(group_id).offsets.update(offsets)
         if loaded:
@@ -117,6 +129,16 @@ class GroupCoordinator:
             if count:
                 logger.info("removed %d expired committed offsets", count)
 
+    def complete_transaction(self, producer_id: int, partition: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction is in ``__consumer_offsets`` partition
+        ``partition``: its offsets count now (COMMIT) or never (ABORT)."""
+        rows = self.pending_transactions.pop((producer_id, partition), [])
+        if commit and rows:
+            committed: GroupOffsets = {}
+            apply_rows(committed, rows)
+            for group_id, offsets in committed.items():
+                self.group(group_id).offsets.update(offsets)
+
     def handles(self, api_key: int) -> bool:
         return api_key in self._handlers
 
@@ -138,12 +160,9 @@ class GroupCoordinator:
         mod = payload_module(FIND_COORDINATOR, version, True)
         node, where = self.ctx.settings.node_id, self.ctx.advertised
         keys = list(body.coordinator_keys) if version >= 4 else [body.key]
-        code = (
-            ErrorCode.none
-            if getattr(body, "key_type", 0) == 0
-            else (ErrorCode.coordinator_not_available)
-        )
-        message = None if code is ErrorCode.none else "no transaction coordinator yet"
+        key_type = getattr(body, "key_type", 0)
+        code = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
+        message = None if code is ErrorCode.none else f"unknown coordinator key type {key_type}"
         if version >= 4:
             return make(
                 mod,

@@ -6,7 +6,9 @@ on the same directory would find it. Each commit is one record: key OffsetCommit
 group, topic, partition), value OffsetCommitValue version 3 (offset, leader epoch, metadata,
 commit timestamp); a null value deletes the offset. A group's records go to partition
 ``abs(groupId.hashCode()) % offsets.topic.num.partitions``, as Kafka's GroupCoordinator places
-them. Refuses: group metadata records (members and assignments are not persisted: a restart
+them. A transactional commit (TxnOffsetCommit) is a transactional batch of such records: it
+counts only once the partition's COMMIT marker of its producer follows, and never after an
+ABORT. Refuses: group metadata records (members and assignments are not persisted: a restart
 starts every group empty, with its offsets, as after all members left).
 """
 
@@ -14,16 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkalog import records
 from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
+from kafkalog.records.control import decode_control_key
 from kafkalog.records.coordinator import decode
 from kafkalog.records.partitioner import java_string_hash
 from kafkalog.records.scanner import AnyBatch
+from kafkalog.types import ControlRecordType
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.topic.* defaults: compacted, 100 MiB segments, the producer's compression
@@ -72,34 +76,70 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
 
 
 GroupOffsets = dict[str, dict[tuple[str, int], OffsetAndMetadata]]
+OffsetRows = list[tuple[bytes, bytes | None]]
+PendingOffsets = dict[int, OffsetRows]  # by producer id: rows of a transaction not yet ended
 
 
-def load_offsets(logs: list[Log]) -> GroupOffsets:
-    """Every group's committed offsets from the ``__consumer_offsets`` partitions: the last
+def load_offsets(
+    logs: Mapping[int, Log],
+) -> tuple[GroupOffsets, dict[tuple[int, int], OffsetRows]]:
+    """Every group's committed offsets from the ``__consumer_offsets`` partitions (by
+    partition number): the last
     record of each key wins, a tombstone removes it. Records of other types (group metadata,
-    KIP-848 records a Kafka broker wrote) are skipped."""
+    KIP-848 records a Kafka broker wrote) are skipped. Also returns the rows of transactions
+    still open, by (producer id, partition)."""
     out: GroupOffsets = {}
-    for log in logs:
+    open_rows: dict[tuple[int, int], OffsetRows] = {}
+    for partition, log in logs.items():
+        pending: PendingOffsets = {}
         position = log.log_start_offset
         while position < log.log_end_offset:
             info = log.read(position, 1 << 20)
             if info.records is None:
                 break
             batches = list(records.MemoryRecords(info.records.read()).batches())
-            apply_batches(out, batches, position)
+            apply_batches(out, batches, position, pending)
             position = max(position + 1, batches[-1].next_offset) if batches else position + 1
-    return out
+        for producer_id, rows in pending.items():
+            open_rows[(producer_id, partition)] = rows
+    return out, open_rows
 
 
-def apply_batches(out: GroupOffsets, batches: Iterable[AnyBatch], start: int = 0) -> None:
+def apply_batches(
+    out: GroupOffsets,
+    batches: Iterable[AnyBatch],
+    start: int = 0,
+    pending: PendingOffsets | None = None,
+) -> None:
     """Fold the records at or after ``start`` of ``__consumer_offsets`` batches into ``out``
-    (later records win, tombstones delete): load_offsets' rule, for readers of the files."""
+    (later records win, tombstones delete): load_offsets' rule, for readers of the files.
+    A transactional batch's rows wait in ``pending`` for their producer's marker."""
+    pending = {} if pending is None else pending
     for batch in batches:
         if batch.is_control:
+            rows = pending.pop(batch.producer_id, [])
+            first = next(iter(batch), None)
+            if first is not None and first.offset >= start and is_commit_marker(first.key):
+                apply_rows(out, rows)
             continue
         for record in batch:
             if record.key is not None and record.offset >= start:
-                _apply(out, record.key, record.value)
+                if batch.is_transactional:
+                    pending.setdefault(batch.producer_id, []).append((record.key, record.value))
+                else:
+                    _apply(out, record.key, record.value)
+
+
+def is_commit_marker(key: bytes | None) -> bool:
+    try:
+        return decode_control_key(key).type is ControlRecordType.COMMIT
+    except KafkaLogError:
+        return False
+
+
+def apply_rows(out: GroupOffsets, rows: OffsetRows) -> None:
+    for key, value in rows:
+        _apply(out, key, value)
 
 
 def append_offset_records(

@@ -5,8 +5,12 @@ checks idempotent producers' sequences and epochs and writes; this module only m
 request's partitions to it and each outcome to Kafka's per-partition answer. An idempotent
 retry of a batch already written answers NONE with the original offsets, as Kafka does.
 
-Refuses: ``acks`` other than 0, 1 and -1 (INVALID_REQUIRED_ACKS), transactional batches before
-the transaction coordinator exists (a producer cannot get a transactional id here yet).
+A transactional batch is let in only if the transaction coordinator says its partition is in
+the producer's ongoing transaction, and its append happens under the coordinator's decision
+lock (KIP-890 part 1), so it cannot land after its transaction's marker.
+
+Refuses: ``acks`` other than 0, 1 and -1 (INVALID_REQUIRED_ACKS), and transactional batches
+without a transactional id, or with one no coordinator of this broker knows.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import InvalidRecordError, KafkaLogError, UnsupportedCompressionTypeError
+from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.records import MemoryRecords
+from kafkalog.records.scanner import AnyBatch
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
@@ -56,7 +62,7 @@ def _partition(
     )
 
 
-def check_produce_records(records: bytes, version: int) -> None:
+def check_produce_records(records: bytes, version: int) -> AnyBatch:
     """Kafka's ProduceRequest.validateRecords: from version 3, exactly one batch of magic 2
     per partition, and zstd only from version 7 (KIP-110)."""
     batches = MemoryRecords(records).batches(verify_crc=False)
@@ -80,6 +86,24 @@ def check_produce_records(records: bytes, version: int) -> None:
             f"Produce requests with version {version} are only allowed to contain exactly "
             "one record batch per partition"
         )
+    return first
+
+
+def _append_transactional(
+    ctx: BrokerContext,
+    transactional_id: str | None,
+    tp: tuple[str, int],
+    first: AnyBatch,
+    data: bytes,
+) -> tuple[ErrorCode, LogAppendInfo | None]:
+    if transactional_id is None or ctx.transactions is None:
+        return ErrorCode.transactional_id_authorization_failed, None
+    with ctx.transactions.verified(
+        transactional_id, first.producer_id, first.producer_epoch, tp
+    ) as code:
+        if code is not ErrorCode.none:
+            return code, None
+        return code, ctx.manager.get_log(*tp).append_records(data)
 
 
 def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
@@ -95,22 +119,20 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
             if acks not in (0, 1, -1):
                 partitions.append(_partition(mod, part.index, ErrorCode.invalid_required_acks))
                 continue
-            if body.transactional_id is not None:
-                partitions.append(
-                    _partition(
-                        mod,
-                        part.index,
-                        ErrorCode.transactional_id_authorization_failed,
-                        message="kafkalog serve has no transaction coordinator yet",
-                    )
-                )
-                continue
             try:
                 log = ctx.manager.get_log(topic.name, part.index)
                 if part.records is None:
                     raise KafkaLogError("the partition's records are null")
-                check_produce_records(part.records, version)
-                info = log.append_records(part.records)
+                first = check_produce_records(part.records, version)
+                if first.is_transactional:
+                    code, info = _append_transactional(
+                        ctx, body.transactional_id, (topic.name, part.index), first, part.records
+                    )
+                    if info is None:
+                        partitions.append(_partition(mod, part.index, code))
+                        continue
+                else:
+                    info = log.append_records(part.records)
             except KafkaLogError as err:
                 code = error_code(err)
                 if code is ErrorCode.unknown_server_error:

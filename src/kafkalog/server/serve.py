@@ -11,6 +11,7 @@ Refuses: to listen before the logs are loaded, and to leave the logs open when s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -65,7 +66,12 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
-        manager = await loop.run_in_executor(None, LogManager.from_server_config, self.config)
+        manager = await loop.run_in_executor(
+            None,
+            functools.partial(
+                LogManager.from_server_config, self.config, coordinated_transactions=True
+            ),
+        )
         try:
             producer_ids = ProducerIdManager(self.config.log_dirs)
             context = BrokerContext(

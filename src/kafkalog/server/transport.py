@@ -15,14 +15,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
+from kafkalog.server import txn_apis
+from kafkalog.server.broker import INIT_PRODUCER_ID, SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch import FETCH, FetchResult
 from kafkalog.server.fetch_response import FetchFrame, OpenSlice, encode_fetch_response
 from kafkalog.server.group_coordinator import GroupCoordinator
+from kafkalog.server.txn_apis import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+)
+from kafkalog.server.txn_coordinator import TransactionCoordinator
 from kafkalog.server.wire import (
     FrameReader,
     InvalidRequestError,
@@ -76,6 +87,16 @@ class Transport:
         self._connections: set[asyncio.Task[None]] = set()
         self._signal: AppendSignal | None = None
         self.groups = GroupCoordinator(broker.context, self._run)
+        self.transactions = TransactionCoordinator(broker.context, self._run, self.groups)
+        txns = self.transactions
+        self._coordinated: dict[int, Callable[[Request], Awaitable[Any]]] = {
+            ADD_PARTITIONS_TO_TXN: lambda r: txn_apis.add_partitions_to_txn(txns, r),
+            ADD_OFFSETS_TO_TXN: lambda r: txn_apis.add_offsets_to_txn(txns, r),
+            END_TXN: lambda r: txn_apis.end_txn(txns, r),
+            TXN_OFFSET_COMMIT: lambda r: txn_apis.txn_offset_commit(self.groups, txns, r),
+            LIST_TRANSACTIONS: lambda r: txn_apis.list_transactions(txns, r),
+            DESCRIBE_TRANSACTIONS: lambda r: txn_apis.describe_transactions(txns, r),
+        }
         self.port = 0
 
     async def start(self) -> None:
@@ -84,11 +105,14 @@ class Transport:
         self.broker.context.on_append = self._signal.notify
         listener = self.broker.context.settings.listener
         await self.groups.start()
+        await self.transactions.start()
+        self.broker.context.transactions = self.transactions
         try:
             self._server = await asyncio.start_server(
                 self._accept, listener.host or None, listener.port, reuse_address=True
             )
         except OSError as err:
+            await self.transactions.stop()
             await self.groups.stop()
             self._pool.shutdown(wait=False)
             raise InvalidConfigError(
@@ -103,6 +127,7 @@ class Transport:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.transactions.stop()
         await self.groups.stop()
         self._pool.shutdown(wait=True)
 
@@ -208,6 +233,12 @@ class Transport:
             return await self._fetch(request)
         if self.groups.handles(request.api_key):
             return encode_response(request, await self.groups.handle(request))
+        coordinated = self._coordinated.get(request.api_key)
+        if coordinated is not None:
+            return encode_response(request, await coordinated(request))
+        if request.api_key == INIT_PRODUCER_ID and request.body.transactional_id is not None:
+            body = await txn_apis.init_producer_id(self.transactions, request)
+            return encode_response(request, body)
         response: bytes | None = await self._run(self._handle, request)
         return response
 

@@ -1,0 +1,326 @@
+"""The transaction coordinator's APIs on the wire: InitProducerId with a transactional id,
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, ListTransactions and
+DescribeTransactions.
+
+Why: the coordinator (txn_coordinator) speaks in ids, partitions and error codes; this module
+parses each request version and words each answer, including Kafka's downgrades for old
+clients (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below AddPartitionsToTxn / AddOffsetsToTxn /
+EndTxn v2 and InitProducerId v4, as KafkaApis does). A transactional offset commit is written
+to ``__consumer_offsets`` as a transactional batch of the producer, and counts once its
+marker is written (group_coordinator.complete_transaction).
+
+Refuses: AddPartitionsToTxn v4+ (broker-to-broker verification; this broker verifies in
+process), and TxnOffsetCommit for a partition the transaction has not added (AddOffsetsToTxn
+first, as Kafka's verification requires).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog import records
+from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.server.context import NO_THROTTLE
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.group import wall_clock_ms
+from kafkalog.server.offsets_topic import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    OffsetAndMetadata,
+    OffsetRows,
+    offset_commit_key,
+    offset_commit_value,
+    partition_for,
+)
+from kafkalog.server.txn_log import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
+from kafkalog.server.wire import Request, make, payload_module
+
+if TYPE_CHECKING:
+    from kafkalog.server.group_coordinator import GroupCoordinator
+    from kafkalog.server.txn_coordinator import TransactionCoordinator
+
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 28, 65, 66
+TRANSACTION_VERSIONS: dict[int, tuple[int, int]] = {
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 3),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
+}
+
+
+def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
+    if code is ErrorCode.producer_fenced and version < first_version:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+async def init_producer_id(txns: TransactionCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(INIT_PRODUCER_ID, version, True)
+    code, pid, epoch = await txns.init_producer_id(
+        body.transactional_id,
+        int(body.transaction_timeout.total_seconds() * 1000),
+        getattr(body, "producer_id", -1),
+        getattr(body, "producer_epoch", -1),
+    )
+    return make(
+        mod,
+        "InitProducerIdResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=_fenced(code, version, 4),
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
+
+
+async def add_partitions_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ADD_PARTITIONS_TO_TXN, version, True)
+    wanted = [(t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions]
+    codes = await txns.add_partitions(
+        body.v3_and_below_transactional_id,
+        body.v3_and_below_producer_id,
+        body.v3_and_below_producer_epoch,
+        wanted,
+    )
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), code in codes.items():
+        by_topic.setdefault(topic, []).append(
+            make(
+                mod,
+                "AddPartitionsToTxnPartitionResult",
+                partition_index=partition,
+                partition_error_code=_fenced(code, version, 2),
+            )
+        )
+    return make(
+        mod,
+        "AddPartitionsToTxnResponse",
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            make(mod, "AddPartitionsToTxnTopicResult", name=t, results_by_partition=tuple(rs))
+            for t, rs in by_topic.items()
+        ),
+    )
+
+
+def _offsets_partition(txns: TransactionCoordinator, group_id: str) -> int:
+    """The group's ``__consumer_offsets`` partition, creating the topic if this is its first
+    use (a transaction may commit offsets before any group did)."""
+    manager = txns.ctx.manager
+    if OFFSETS_TOPIC not in manager.topics():
+        with contextlib.suppress(TopicExistsError):
+            manager.create_topic(
+                OFFSETS_TOPIC, txns.ctx.settings.offsets_partitions, OFFSETS_TOPIC_CONFIG
+            )
+    return partition_for(group_id, manager.topics()[OFFSETS_TOPIC])
+
+
+async def add_offsets_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ADD_OFFSETS_TO_TXN, version, True)
+    if not body.group_id:
+        code = ErrorCode.invalid_group_id
+    else:
+        try:
+            partition = await txns.run(_offsets_partition, txns, body.group_id)
+        except KafkaLogError:
+            code = ErrorCode.coordinator_not_available
+        else:
+            codes = await txns.add_partitions(
+                body.transactional_id,
+                body.producer_id,
+                body.producer_epoch,
+                [(OFFSETS_TOPIC, partition)],
+            )
+            code = _fenced(next(iter(codes.values())), version, 2)
+    return make(mod, "AddOffsetsToTxnResponse", throttle_time=NO_THROTTLE, error_code=code)
+
+
+async def end_txn(txns: TransactionCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(END_TXN, version, True)
+    code = await txns.end_transaction(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+    )
+    return make(
+        mod, "EndTxnResponse", throttle_time=NO_THROTTLE, error_code=_fenced(code, version, 2)
+    )
+
+
+def _write_txn_offsets(
+    txns: TransactionCoordinator, body: Any, partition: int, rows: OffsetRows
+) -> ErrorCode:
+    """Append the rows as the producer's transactional batch, if the transaction has added the
+    group's partition; continues the producer's sequence in that partition."""
+    tp = (OFFSETS_TOPIC, partition)
+    with txns.verified(body.transactional_id, body.producer_id, body.producer_epoch, tp) as code:
+        if code is not ErrorCode.none:
+            return code
+        log = txns.ctx.manager.get_log(*tp)
+        position = log.producer_position(body.producer_id)
+        sequence = (
+            position.next_sequence
+            if position is not None and position.producer_epoch == body.producer_epoch
+            else 0
+        )
+        producer = ProducerFields(body.producer_id, body.producer_epoch, sequence, True)
+        log.append([records.Record(v, k) for k, v in rows], producer=producer)
+        return ErrorCode.none
+
+
+async def txn_offset_commit(
+    groups: GroupCoordinator, txns: TransactionCoordinator, request: Request
+) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(TXN_OFFSET_COMMIT, version, True)
+    group_id = body.group_id
+    generation = getattr(body, "generation_id", -1)
+    member_id = getattr(body, "member_id", "")
+    instance = getattr(body, "group_instance_id", None)
+    group = groups.groups.get(group_id)
+    error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
+    if error is None and (member_id or generation >= 0):  # a member: Kafka checks it
+        error = (
+            ErrorCode.unknown_member_id
+            if group is None
+            else group.commit_error(member_id, generation, instance)
+        )
+    known = groups.ctx.manager.topics()
+    now = wall_clock_ms()
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    rows: OffsetRows = []
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if error is not None:
+                codes[tp] = error
+            elif not 0 <= p.partition_index < known.get(topic.name, 0):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > groups.ctx.settings.offset_metadata_max_bytes:
+                codes[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                value = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
+                )
+                rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
+                codes[tp] = ErrorCode.none
+    if rows:
+        async with groups.commit_lock:
+            try:
+                partition = await txns.run(_offsets_partition, txns, group_id)
+                code = await txns.run(_write_txn_offsets, txns, body, partition, rows)
+            except KafkaLogError as err:
+                code = error_code(err)
+                if code is ErrorCode.unknown_server_error:
+                    code = ErrorCode.coordinator_not_available
+            if code is ErrorCode.none:
+                key = (body.producer_id, partition)
+                groups.pending_transactions.setdefault(key, []).extend(rows)
+            else:
+                codes = {tp: code if c is ErrorCode.none else c for tp, c in codes.items()}
+    return make(
+        mod,
+        "TxnOffsetCommitResponse",
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                mod,
+                "TxnOffsetCommitResponseTopic",
+                name=topic.name,
+                partitions=tuple(
+                    make(
+                        mod,
+                        "TxnOffsetCommitResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=codes[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in body.topics
+        ),
+    )
+
+
+async def list_transactions(txns: TransactionCoordinator, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(LIST_TRANSACTIONS, version, True)
+    states = set(body.state_filters)
+    producers = set(body.producer_id_filters)
+    longer_than = getattr(body, "duration_filter", -1)
+    now = wall_clock_ms()
+    listed = [
+        meta
+        for meta in txns.transactions.values()
+        if (not states or meta.state_name in states)
+        and (not producers or meta.producer_id in producers)
+        and (longer_than < 0 or (meta.start_ms >= 0 and now - meta.start_ms > longer_than))
+    ]
+    return make(
+        mod,
+        "ListTransactionsResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        unknown_state_filters=tuple(s for s in body.state_filters if s not in _STATE_NAMES),
+        transaction_states=tuple(
+            make(
+                mod,
+                "TransactionState",
+                transactional_id=m.transactional_id,
+                producer_id=m.producer_id,
+                transaction_state=m.state_name,
+            )
+            for m in sorted(listed, key=lambda m: m.transactional_id)
+        ),
+    )
+
+
+_STATE_NAMES = {
+    "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+    "Dead", "PrepareEpochFence",
+}  # fmt: skip
+
+
+async def describe_transactions(txns: TransactionCoordinator, request: Request) -> Any:
+    mod = payload_module(DESCRIBE_TRANSACTIONS, request.api_version, True)
+
+    def described(transactional_id: str) -> Any:
+        meta = txns.transactions.get(transactional_id)
+        by_topic: dict[str, list[int]] = {}
+        if meta is not None and meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+            for topic, partition in sorted(meta.partitions):
+                by_topic.setdefault(topic, []).append(partition)
+        start = -1 if meta is None else meta.start_ms
+        return make(
+            mod,
+            "TransactionState",
+            error_code=ErrorCode.none if meta is not None else ErrorCode.transactional_id_not_found,
+            transactional_id=transactional_id,
+            transaction_state="" if meta is None else meta.state_name,
+            transaction_timeout=datetime.timedelta(
+                milliseconds=0 if meta is None else meta.timeout_ms
+            ),
+            transaction_start_time=datetime.datetime.fromtimestamp(start / 1000, datetime.UTC),
+            producer_id=-1 if meta is None else meta.producer_id,
+            producer_epoch=-1 if meta is None else meta.producer_epoch,
+            topics=tuple(
+                make(mod, "TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            ),
+        )
+
+    return make(
+        mod,
+        "DescribeTransactionsResponse",
+        throttle_time=NO_THROTTLE,
+        transaction_states=tuple(described(t) for t in request.body.transactional_ids),
+    )

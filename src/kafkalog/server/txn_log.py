@@ -1,0 +1,149 @@
+"""The transaction coordinator's state in ``__transaction_state``, in Kafka's own record format.
+
+Why: a transaction's state must survive a restart (a commit decided before a crash must still
+reach every partition), and it must live where Kafka keeps it, so ``kafka-dump-log
+--transaction-log-decoder`` (Kafka's or kafkalog's) reads it. Each state change is one record:
+key TransactionLogKey version 0 (the transactional id), value TransactionLogValue version 0,
+the version Kafka writes until ``transaction.version`` 2 (KIP-890) is finalized: producer id
+and epoch, timeout, state, the partitions of the transaction (null while Empty) and two
+timestamps (Kafka's TransactionLog.keyToBytes / valueToBytes). A transactional id's records go
+to partition ``abs(transactionalId.hashCode()) % transaction.state.log.num.partitions``.
+
+Refuses: value versions it cannot read (skipped on load, as Kafka's loader skips unknown keys),
+and compression: Kafka writes this topic uncompressed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kafkalog import records
+from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.log.log import Log
+from kafkalog.manager.log_manager import LogManager
+from kafkalog.records.coordinator import TRANSACTION_STATES, decode
+from kafkalog.server.offsets_topic import partition_for
+
+TRANSACTION_TOPIC = "__transaction_state"
+TRANSACTION_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
+    "segment.bytes": "104857600",
+}
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD = range(7)
+PREPARE_EPOCH_FENCE = 7
+_KEY_VERSION, _VALUE_VERSION = 0, 0
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    """One transactional id's state (Kafka's TransactionMetadata). The coordinator mutates it
+    only while it holds the id's lock; produce requests read it under ``verify_lock``."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int = EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    last_producer_epoch: int = -1
+
+    @property
+    def state_name(self) -> str:
+        return TRANSACTION_STATES[self.state]
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def transaction_key(transactional_id: str) -> bytes:
+    return struct.pack(">h", _KEY_VERSION) + _string(transactional_id)
+
+
+def transaction_value(meta: TransactionMetadata) -> bytes:
+    out = [
+        struct.pack(
+            ">hqhib",
+            _VALUE_VERSION,
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.timeout_ms,
+            meta.state,
+        )
+    ]
+    if meta.state == EMPTY:
+        out.append(struct.pack(">i", -1))  # Kafka writes null partitions while Empty
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        out.append(struct.pack(">i", len(by_topic)))
+        for topic, ids in by_topic.items():
+            out.append(_string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids))
+    out.append(struct.pack(">qq", meta.last_update_ms, meta.start_ms))
+    return b"".join(out)
+
+
+def load_transactions(logs: Iterable[Log]) -> dict[str, TransactionMetadata]:
+    """Every transactional id's last state from the ``__transaction_state`` partitions: the
+    last record of each key wins, a tombstone removes it."""
+    out: dict[str, TransactionMetadata] = {}
+    for log in logs:
+        position = log.log_start_offset
+        while position < log.log_end_offset:
+            info = log.read(position, 1 << 20)
+            if info.records is None:
+                break
+            batches = list(records.MemoryRecords(info.records.read()).batches())
+            for batch in batches:
+                if batch.is_control:
+                    continue
+                for record in batch:
+                    if record.key is not None and record.offset >= position:
+                        _apply(out, record.key, record.value)
+            position = max(position + 1, batches[-1].next_offset) if batches else position + 1
+    return out
+
+
+def _apply(out: dict[str, TransactionMetadata], key: bytes, value: bytes | None) -> None:
+    try:
+        decoded = decode("transactions", key, value)
+    except KafkaLogError:
+        return
+    if decoded.record_type != _KEY_VERSION or decoded.key is None:
+        return
+    transactional_id = decoded.key["transactionalId"]
+    v = decoded.value
+    if v is None:
+        out.pop(transactional_id, None)
+        return
+    out[transactional_id] = TransactionMetadata(
+        transactional_id,
+        v["producerId"],
+        v["producerEpoch"],
+        v["transactionTimeoutMs"],
+        v["transactionStatus"],
+        {(p["topic"], pid) for p in v["transactionPartitions"] or () for pid in p["partitionIds"]},
+        v["transactionStartTimestampMs"],
+        v["transactionLastUpdateTimestampMs"],
+    )
+
+
+def append_transaction_record(
+    manager: LogManager, meta: TransactionMetadata, partitions_if_new: int
+) -> None:
+    """Write ``meta`` as the transactional id's latest state, creating the topic
+    (``transaction.state.log.num.partitions``) on first use."""
+    if TRANSACTION_TOPIC not in manager.topics():
+        with contextlib.suppress(TopicExistsError):
+            manager.create_topic(TRANSACTION_TOPIC, partitions_if_new, TRANSACTION_TOPIC_CONFIG)
+    partitions = manager.topics()[TRANSACTION_TOPIC]
+    log = manager.get_log(TRANSACTION_TOPIC, partition_for(meta.transactional_id, partitions))
+    log.append([records.Record(transaction_value(meta), transaction_key(meta.transactional_id))])

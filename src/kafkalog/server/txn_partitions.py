@@ -1,0 +1,131 @@
+"""The partition leader's side of transactions: DescribeProducers and WriteTxnMarkers.
+
+Why: ``kafka-transactions.sh find-hanging`` and ``describe-producers`` read each partition's
+producer state (DescribeProducers), and ``kafka-transactions.sh abort`` ends a hanging
+transaction, one whose coordinator will never write its marker, by sending the partition
+leader an ABORT marker itself (WriteTxnMarkers, KIP-664). Both are storage operations of one
+partition, so they run on worker threads beside Produce.
+
+Refuses: markers for a partition this broker does not have (UNKNOWN_TOPIC_OR_PARTITION), and
+anything the log refuses (a stale coordinator epoch: TRANSACTION_COORDINATOR_FENCED).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.error_codes import error_code
+from kafkalog.server.wire import Request, make, payload_module
+
+WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 27, 61
+PARTITION_TXN_VERSIONS: dict[int, tuple[int, int]] = {
+    WRITE_TXN_MARKERS: (1, 1),
+    DESCRIBE_PRODUCERS: (0, 0),
+}
+
+
+def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
+    mod = payload_module(DESCRIBE_PRODUCERS, request.api_version, True)
+
+    def partition(topic: str, index: int) -> Any:
+        try:
+            log = ctx.manager.get_log(topic, index)
+        except KafkaLogError as err:
+            return make(
+                mod,
+                "PartitionResponse",
+                partition_index=index,
+                error_code=error_code(err),
+                error_message=str(err),
+                active_producers=(),
+            )
+        # a copy in one C call: an append may change the map meanwhile, never this copy
+        entries = list(dict(log.producer_state.producers).values())
+        return make(
+            mod,
+            "PartitionResponse",
+            partition_index=index,
+            error_code=ErrorCode.none,
+            error_message=None,
+            active_producers=tuple(
+                make(
+                    mod,
+                    "ProducerState",
+                    producer_id=e.producer_id,
+                    producer_epoch=e.producer_epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=(
+                        -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+                    ),
+                )
+                for e in sorted(entries, key=lambda e: e.producer_id)
+            ),
+        )
+
+    return make(
+        mod,
+        "DescribeProducersResponse",
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                mod,
+                "TopicResponse",
+                name=t.name,
+                partitions=tuple(partition(t.name, int(p)) for p in t.partition_indexes),
+            )
+            for t in request.body.topics
+        ),
+    )
+
+
+def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
+    mod = payload_module(WRITE_TXN_MARKERS, request.api_version, True)
+    results = []
+    wrote = False
+    for marker in request.body.markers:
+        kind = "COMMIT" if marker.transaction_result else "ABORT"
+        topics = []
+        for topic in marker.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                try:
+                    ctx.manager.get_log(topic.name, index).append_end_txn_marker(
+                        marker.producer_id, marker.producer_epoch, kind, marker.coordinator_epoch
+                    )
+                    code = ErrorCode.none
+                    wrote = True
+                except KafkaLogError as err:
+                    code = error_code(err)
+                partitions.append(
+                    make(
+                        mod,
+                        "WritableTxnMarkerPartitionResult",
+                        partition_index=index,
+                        error_code=code,
+                    )
+                )
+            topics.append(
+                make(
+                    mod,
+                    "WritableTxnMarkerTopicResult",
+                    name=topic.name,
+                    partitions=tuple(partitions),
+                )
+            )
+        results.append(
+            make(
+                mod,
+                "WritableTxnMarkerResult",
+                producer_id=marker.producer_id,
+                topics=tuple(topics),
+            )
+        )
+    if wrote:
+        ctx.on_append()
+    return make(mod, "WriteTxnMarkersResponse", markers=tuple(results))

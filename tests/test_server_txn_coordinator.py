@@ -1,0 +1,366 @@
+"""The transaction coordinator of ``kafkalog serve`` without a socket: epochs and fencing, the
+partition check on transactional produce, the two-phase end with its markers, timeouts, a
+decision interrupted by a crash, transactional offset commits, and ``__transaction_state`` in
+Kafka's format (read back by the loader and by ``dump-log --transaction-log-decoder``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalog import Record
+from kafkalog.records import MemoryRecords
+from kafkalog.records.coordinator import decode
+from kafkalog.server.group_coordinator import GroupCoordinator
+from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets, partition_for
+from kafkalog.server.txn_coordinator import TransactionCoordinator
+from kafkalog.server.txn_log import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    ONGOING,
+    PREPARE_COMMIT,
+    TRANSACTION_TOPIC,
+    TransactionMetadata,
+    append_transaction_record,
+    load_transactions,
+    transaction_key,
+    transaction_value,
+)
+from kafkalog.server.wire import make
+from server_helpers import as_request, broker_over, produce_body, request_module
+
+pytestmark = pytest.mark.one_codec
+MINUTE = 60_000
+
+
+class Coordinators:
+    """A broker's context with both coordinators started, as the transport starts them."""
+
+    def __init__(self, path: Path, **props: Any) -> None:
+        self.broker, self.manager = broker_over(path, **props)
+        self.ctx = self.broker.context
+        self.groups = GroupCoordinator(self.ctx, self._run)
+        self.txns = TransactionCoordinator(self.ctx, self._run, self.groups)
+
+    @staticmethod
+    async def _run(fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    async def start(self) -> None:
+        await self.groups.start()
+        await self.txns.start()
+        self.ctx.transactions = self.txns
+
+    async def stop(self) -> None:
+        await self.txns.stop()
+        await self.groups.stop()
+        self.manager.close()
+
+    def produce(
+        self, txn: str | None, topic: str, partition: int, pid: int, epoch: int, seq: int = 0
+    ) -> ErrorCode:
+        data = bytes(
+            MemoryRecords.build(
+                [Record(b"v%d" % seq)],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=seq,
+                is_transactional=True,
+            )
+        )
+        body = dataclasses.replace(produce_body(9, topic, partition, data), transactional_id=txn)
+        response = self.broker.handle(as_request(0, 9, body))
+        code: ErrorCode = response.responses[0].partition_responses[0].error_code
+        return code
+
+
+def run(path: Path, scenario: Callable[[Coordinators], Awaitable[None]], **props: Any) -> None:
+    async def main() -> None:
+        c = Coordinators(path, **props)
+        await c.start()
+        try:
+            await scenario(c)
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+def markers(c: Coordinators, topic: str, partition: int) -> list[tuple[int, int, bool]]:
+    """(producer id, epoch, is commit) of every control batch of the partition."""
+    log = c.manager.get_log(topic, partition)
+    out = []
+    for b in MemoryRecords(log.read(0, 1 << 20).records.read()).batches():
+        if b.is_control:
+            key = next(iter(b)).key
+            out.append((b.producer_id, b.producer_epoch, key is not None and key[3] == 1))
+    return out
+
+
+def test_each_init_bumps_the_epoch_and_fences_the_older_producer(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        code, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert (code, epoch) == (ErrorCode.none, 0)
+        code, pid2, epoch2 = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert (code, pid2, epoch2) == (ErrorCode.none, pid, 1)  # same id, the next epoch
+        assert await c.txns.add_partitions("app", pid, 0, [("t", 0)]) == {
+            ("t", 0): ErrorCode.producer_fenced
+        }
+        assert await c.txns.end_transaction("app", pid, 0, True) == ErrorCode.producer_fenced
+        assert await c.txns.end_transaction("app", pid + 1, 1, True) == (
+            ErrorCode.invalid_producer_id_mapping
+        )
+        assert c.produce("app", "t", 0, pid, 0) == ErrorCode.invalid_producer_epoch
+        # a retry of the bump (KIP-360: the client names the epoch it had) is not a new bump
+        assert await c.txns.init_producer_id("app", MINUTE, pid, 0) == (ErrorCode.none, pid, 1)
+        assert (await c.txns.init_producer_id("app", MINUTE, pid, 7))[0] == (
+            ErrorCode.producer_fenced
+        )
+
+    run(tmp_path, scenario)
+
+
+def test_bad_timeouts_and_ids_are_refused(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators) -> None:
+        assert (await c.txns.init_producer_id("app", 0, -1, -1))[0] == (
+            ErrorCode.invalid_transaction_timeout
+        )
+        assert (await c.txns.init_producer_id("app", 900_001, -1, -1))[0] == (
+            ErrorCode.invalid_transaction_timeout
+        )
+        assert (await c.txns.init_producer_id("", MINUTE, -1, -1))[0] == ErrorCode.invalid_request
+        _, pid, _ = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert await c.txns.add_partitions("app", pid, 0, [("nope", 0), ("t", 0)]) == {
+            ("nope", 0): ErrorCode.unknown_topic_or_partition,
+            ("t", 0): ErrorCode.unknown_topic_or_partition,
+        }
+        assert await c.txns.end_transaction("app", pid, 0, True) == ErrorCode.invalid_txn_state
+        assert await c.txns.end_transaction("ghost", 1, 0, True) == (
+            ErrorCode.invalid_producer_id_mapping
+        )
+
+    run(tmp_path, scenario)
+
+
+def test_produce_needs_the_partition_in_the_ongoing_transaction(tmp_path: Path) -> None:
+    """KIP-890 part 1: a batch for a partition not added, or after the decision, is refused,
+    so no batch can land after its transaction's marker."""
+
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 2)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.invalid_txn_state
+        assert c.produce(None, "t", 0, pid, epoch) == (
+            ErrorCode.transactional_id_authorization_failed
+        )
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        assert c.produce("app", "t", 1, pid, epoch) == ErrorCode.invalid_txn_state
+        assert c.produce("other", "t", 0, pid, epoch) == ErrorCode.invalid_producer_id_mapping
+        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
+        assert c.produce("app", "t", 0, pid, epoch, seq=1) == ErrorCode.invalid_txn_state
+        assert c.manager.get_log("t", 1).log_end_offset == 0
+
+    run(tmp_path, scenario)
+
+
+def test_commit_and_abort_write_markers_and_the_state_log(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 2)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0), ("t", 1)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        assert c.manager.get_log("t", 0).last_stable_offset == 0  # undecided
+        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
+        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none  # retry
+        assert await c.txns.end_transaction("app", pid, epoch, False) == (
+            ErrorCode.invalid_txn_state
+        )
+        assert markers(c, "t", 0) == markers(c, "t", 1) == [(pid, epoch, True)]
+        assert c.manager.get_log("t", 0).last_stable_offset == 2
+        await c.txns.add_partitions("app", pid, epoch, [("t", 1)])
+        assert c.produce("app", "t", 1, pid, epoch) == ErrorCode.none
+        assert await c.txns.end_transaction("app", pid, epoch, False) == ErrorCode.none
+        assert markers(c, "t", 0) == [(pid, epoch, True)]
+        assert markers(c, "t", 1) == [(pid, epoch, True), (pid, epoch, False)]
+        meta = c.txns.transactions["app"]
+        assert (meta.state, meta.partitions) == (COMPLETE_ABORT, set())
+        logs = [lg for tp, lg in c.manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
+        loaded = load_transactions(logs)["app"]
+        assert (loaded.producer_id, loaded.producer_epoch, loaded.state) == (
+            pid,
+            epoch,
+            COMPLETE_ABORT,
+        )
+        states = [
+            decode("transactions", r.key, r.value).value["transactionStatus"]  # type: ignore[index]
+            for lg in logs
+            for b in MemoryRecords(lg.read(0, 1 << 20).records.read()).batches()
+            for r in b
+        ]
+        # Empty (init), Ongoing, PrepareCommit, CompleteCommit, Ongoing, PrepareAbort, CompleteAbort
+        assert states == [0, 1, 2, 4, 1, 3, 5]
+
+    run(tmp_path, scenario, **{"transaction.state.log.num.partitions": "1"})
+
+
+def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        start = c.txns.transactions["app"].start_ms
+        assert await c.txns.abort_timed_out(start + MINUTE - 1) == 0
+        assert await c.txns.abort_timed_out(start + MINUTE) == 1
+        assert markers(c, "t", 0) == [(pid, epoch + 1, False)]
+        assert c.manager.get_log("t", 0).last_stable_offset == 2
+        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.producer_fenced
+        assert c.produce("app", "t", 0, pid, epoch, seq=1) == ErrorCode.invalid_producer_epoch
+        assert (await c.txns.init_producer_id("app", MINUTE, -1, -1))[2] == epoch + 2
+
+    run(tmp_path, scenario)
+
+
+def test_init_of_a_new_instance_aborts_the_zombies_open_transaction(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        code, pid2, epoch2 = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert (code, pid2, epoch2) == (ErrorCode.none, pid, epoch + 2)
+        assert markers(c, "t", 0) == [(pid, epoch + 1, False)]
+        assert c.txns.transactions["app"].state == 0  # Empty, ready for the new instance
+
+    run(tmp_path, scenario)
+
+
+def test_a_decision_a_crash_interrupted_is_finished_at_start(tmp_path: Path) -> None:
+    """PrepareCommit is durable before the first marker: a broker that died between the two
+    writes the markers when it starts again, and commits the transaction's offsets."""
+    props = {"transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"}
+
+    async def crashed(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        c.manager.create_topic(OFFSETS_TOPIC, 1)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0), (OFFSETS_TOPIC, 0)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        await txn_offset_commit(c, "app", "grp", pid, epoch, offset=42)
+        prepared = dataclasses.replace(c.txns.transactions["app"], state=PREPARE_COMMIT)
+        append_transaction_record(c.manager, prepared, 1)  # and then the broker died
+
+    async def restarted(c: Coordinators) -> None:
+        meta = c.txns.transactions["app"]
+        assert meta.state == COMPLETE_COMMIT
+        assert [m[2] for m in markers(c, "t", 0)] == [True]
+        assert [m[2] for m in markers(c, OFFSETS_TOPIC, 0)] == [True]
+        assert c.groups.groups["grp"].offsets[("t", 0)].offset == 42
+
+    run(tmp_path, crashed, **props)
+    run(tmp_path, restarted, **props)
+
+
+async def txn_offset_commit(
+    c: Coordinators, txn: str, group: str, pid: int, epoch: int, offset: int
+) -> ErrorCode:
+    from kafkalog.server.txn_apis import txn_offset_commit as handle
+
+    mod = request_module(28, 3)
+    body = make(
+        mod,
+        "TxnOffsetCommitRequest",
+        transactional_id=txn,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            make(
+                mod,
+                "TxnOffsetCommitRequestTopic",
+                name="t",
+                partitions=(
+                    make(
+                        mod,
+                        "TxnOffsetCommitRequestPartition",
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    )
+    response = await handle(c.groups, c.txns, as_request(28, 3, body))
+    code: ErrorCode = response.topics[0].partitions[0].error_code
+    return code
+
+
+def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None:
+    props = {"offsets.topic.num.partitions": "3"}
+
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        c.manager.create_topic(OFFSETS_TOPIC, 3)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        # not added to the transaction yet: refused (AddOffsetsToTxn comes first)
+        assert await txn_offset_commit(c, "app", "grp", pid, epoch, 5) == (
+            ErrorCode.invalid_txn_state
+        )
+        tp = (OFFSETS_TOPIC, partition_for("grp", 3))
+        def committed() -> int | None:
+            entry = c.groups.group("grp").offsets.get(("t", 0))
+            return None if entry is None else entry.offset
+
+        expected = None
+        for offset, commit in ((5, False), (7, True), (9, False)):
+            await c.txns.add_partitions("app", pid, epoch, [tp])
+            assert await txn_offset_commit(c, "app", "grp", pid, epoch, offset) == ErrorCode.none
+            assert committed() == expected  # pending until the transaction ends
+            await c.txns.end_transaction("app", pid, epoch, commit)
+            expected = offset if commit else expected
+            assert committed() == expected
+        assert c.groups.groups["grp"].offsets[("t", 0)].offset == 7
+        logs = {p: c.manager.get_log(OFFSETS_TOPIC, p) for p in range(3)}
+        durable, open_rows = load_offsets(logs)
+        assert durable["grp"][("t", 0)].offset == 7 and open_rows == {}
+
+    run(tmp_path, scenario, **props)
+
+
+def test_state_records_are_kafkas_transaction_log_format() -> None:
+    """The bytes Kafka's TransactionLog.valueToBytes writes at value version 0: partitions
+    null while Empty, grouped by topic otherwise (checked field by field by the decoder
+    that reads Kafka's own records in the dump-log tests)."""
+    meta = TransactionMetadata("app", 1000, 3, MINUTE, ONGOING, {("b", 1), ("a", 0), ("b", 0)})
+    meta.start_ms, meta.last_update_ms = 111, 222
+    assert transaction_key("app") == b"\x00\x00\x00\x03app"
+    decoded = decode("transactions", transaction_key("app"), transaction_value(meta))
+    assert decoded.value_version == 0
+    assert decoded.value == {
+        "producerId": 1000,
+        "producerEpoch": 3,
+        "transactionTimeoutMs": MINUTE,
+        "transactionStatus": 1,
+        "transactionPartitions": [
+            {"topic": "a", "partitionIds": [0]},
+            {"topic": "b", "partitionIds": [0, 1]},
+        ],
+        "transactionLastUpdateTimestampMs": 222,
+        "transactionStartTimestampMs": 111,
+    }
+    empty = dataclasses.replace(meta, state=0, partitions=set())
+    raw = transaction_value(empty)
+    assert raw[2 + 8 + 2 + 4 + 1 : 2 + 8 + 2 + 4 + 1 + 4] == b"\xff\xff\xff\xff"  # null
