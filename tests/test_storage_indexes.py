@@ -108,6 +108,31 @@ def test_offset_index_sanity(tmp_path: Path) -> None:
         OffsetIndex(neg, BASE, 30 * 8).sanity_check()
 
 
+@pytest.mark.parametrize("kind", ["offset", "time"])
+def test_a_crash_left_preallocation_is_not_read_as_entries(tmp_path: Path, kind: str) -> None:
+    """A segment's index is trimmed when the segment is closed; after a kill -9 it is still
+    its preallocated size, zeros after the real entries. Reopened, only the real entries
+    count: 10 MiB of zero entries made every partition's reopen after a crash take 0.35 s."""
+    size = 10 * 1024 * 1024
+    if kind == "offset":
+        idx: OffsetIndex | TimeIndex = OffsetIndex(tmp_path / "a.index", BASE, size)
+        for i in range(1, 4):
+            idx.append(BASE + i * 10, i * 4096)  # type: ignore[call-arg]
+    else:
+        idx = TimeIndex(tmp_path / "a.timeindex", BASE, size)
+        for i in range(1, 4):
+            idx.maybe_append(1000 + i, BASE + i * 10)  # type: ignore[union-attr]
+    idx.flush()
+    assert idx.path.stat().st_size >= size - 12  # as the crash left it: never trimmed
+    again = type(idx)(idx.path, BASE, size)
+    assert again.entries == 3 and again.entry_problem(1 << 20) is None
+    assert again.max_entries == idx.max_entries  # still room for the next entries
+    first = OffsetIndex(tmp_path / "b.index", BASE, size)
+    first.append(BASE, 0)  # the one entry that is all zeros: the same as no entry
+    first.flush()
+    assert OffsetIndex(first.path, BASE, size).lookup(BASE + 5) == OffsetPosition(BASE, 0)
+
+
 def time_index(tmp_path: Path, slots: int = 30) -> TimeIndex:
     return TimeIndex(tmp_path / "00000000000000000045.timeindex", BASE, slots * 12)
 
@@ -238,7 +263,7 @@ def test_a_short_read_at_open_keeps_whole_entries(
     from kafkalog.storage import index_file
 
     path = tmp_path / "00000000000000000000.timeindex"
-    path.write_bytes(bytes(12 * 10))
+    path.write_bytes(b"\x01" * (12 * 10))
     real_pread = os.pread
     monkeypatch.setattr(index_file.os, "pread", lambda fd, n, pos: real_pread(fd, n, pos)[:30])
     index = TimeIndex(path, 0, 12 * 10)

@@ -26,6 +26,29 @@ from kafkalog.errors import LogClosedError
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 
+_ZEROS = bytes(1 << 16)
+
+
+def _written_length(fd: int, length: int) -> int:
+    """Where the file's data ends, rounded up to a block: the first hole (SEEK_HOLE), or
+    ``length`` where holes are not reported."""
+    try:
+        return min(length, os.lseek(fd, 0, os.SEEK_HOLE))
+    except (OSError, AttributeError):
+        return length
+
+
+def _nonzero_length(data: bytes) -> int:
+    """The length of ``data`` without its trailing zero bytes (64 KiB compared at a time)."""
+    end = len(data)
+    while end > 0:
+        start = max(0, end - len(_ZEROS))
+        chunk = data[start:end]
+        if chunk != _ZEROS[: end - start]:
+            return start + len(chunk.rstrip(b"\x00"))
+        end = start
+    return 0
+
 
 class IndexFile:
     """An array of fixed-size big-endian entries backed by a file.
@@ -52,11 +75,18 @@ class IndexFile:
                 os.ftruncate(fd, self._round(max_index_size))
             self._length = os.fstat(fd).st_size
             if exists:
-                valid = self._length - self._length % size
-                data = os.pread(fd, valid, 0)
+                # Trailing all-zero entries are the preallocation a crash left (an index is
+                # trimmed only when its segment is closed): counted as entries, 10 MiB of them
+                # made every reopen after a kill -9 read 1.3 M entries a segment. A real entry
+                # of all zeros can only be the first, (base offset, position 0), which says
+                # what an index without entries says. The unwritten tail is a hole in a sparse
+                # file: it is not even read where the file system can say where it starts.
+                written = _written_length(fd, self._length - self._length % size)
+                data = os.pread(fd, written, 0)
                 # a short read (another instance trimmed the file since the fstat) keeps whole
                 # entries only: a torn one would be read as garbage, or fail every iter_unpack
-                self._buf = bytearray(data[: len(data) - len(data) % size])
+                used = _nonzero_length(data[: len(data) - len(data) % size])
+                self._buf = bytearray(data[: used + (-used % size)])
             else:
                 self._buf = bytearray()
         except OSError as err:
