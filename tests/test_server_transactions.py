@@ -333,3 +333,29 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_one(tmp_pa
         producer.abort_transaction(30)
         log = server.manager.get_log("t", 0) if server.manager else None
         assert log is not None and log.last_stable_offset == log.log_end_offset
+
+
+def test_an_abandoned_transaction_times_out_and_its_producer_is_fenced(tmp_path: Path) -> None:
+    """transaction.timeout.ms: the coordinator's periodic check aborts the transaction, so
+    read_committed readers move past it, and the producer that left it is fenced."""
+    from confluent_kafka import KafkaException, Producer
+
+    overrides = {**FAST, "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    with serve(tmp_path, overrides=overrides) as server:
+        config = {"transactional.id": "slow", "transaction.timeout.ms": 1500}
+        producer = Producer({"bootstrap.servers": server.bootstrap_servers, **config})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("t", b"abandoned", partition=0)
+        producer.flush(30)
+        assert server.manager is not None
+        log = server.manager.get_log("t", 0)
+        assert log.last_stable_offset == 0
+        deadline = time.monotonic() + 30
+        while log.last_stable_offset == 0:
+            assert time.monotonic() < deadline, "the transaction never timed out"
+            time.sleep(0.1)
+        assert log.last_stable_offset == log.log_end_offset == 2  # the data and an ABORT
+        with pytest.raises(KafkaException):
+            producer.commit_transaction(10)
+    assert _transaction_states(tmp_path)["slow"] == "CompleteAbort"
