@@ -456,8 +456,10 @@ def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> 
         },
     )
     assert (mapped.listener.host, mapped.listener.port) == ("127.0.0.1", 9094)
-    with pytest.raises(InvalidConfigError, match="PLAINTEXT listeners only, not 'SASL_SSL'"):
+    with pytest.raises(InvalidConfigError, match="SASL_SSL listener needs a PEM key store"):
         settings(listeners="SASL_SSL://:9092")
+    with pytest.raises(InvalidConfigError, match="'BOGUS' is not one of PLAINTEXT, SSL"):
+        settings(listeners="BOGUS://:9092")
     with pytest.raises(InvalidConfigError, match="one broker listener"):
         settings(listeners="PLAINTEXT://:9092,OTHER://:9094")
 

@@ -320,6 +320,7 @@ def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None
             ErrorCode.invalid_txn_state
         )
         tp = (OFFSETS_TOPIC, partition_for("grp", 3))
+
         def committed() -> int | None:
             entry = c.groups.group("grp").offsets.get(("t", 0))
             return None if entry is None else entry.offset

@@ -33,9 +33,20 @@ from kafkalog.cli.errors import user_errors
     "--override", "overrides", multiple=True, metavar="KEY=VALUE",
     help="A broker key that beats --config (repeatable), as kafka-server-start.sh --override.",
 )  # fmt: skip
+@click.option(
+    "--add-scram", "add_scram", multiple=True, metavar="MECHANISM=[name=U,password=P]",
+    help="Add or replace a SASL/SCRAM user first, as kafka-storage format --add-scram "
+    "(repeatable), e.g. 'SCRAM-SHA-256=[name=alice,password=alice-secret]'.",
+)  # fmt: skip
 @user_errors
-def serve(log_dirs: str | None, config_file: str | None, overrides: tuple[str, ...]) -> None:
-    """Serve the log directories over Kafka's wire protocol (PLAINTEXT).
+def serve(
+    log_dirs: str | None,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    add_scram: tuple[str, ...],
+) -> None:
+    """Serve the log directories over Kafka's wire protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    SASL_SSL; SASL with PLAIN and SCRAM-SHA-256/512).
 
     \b
     Example:
@@ -53,6 +64,16 @@ def serve(log_dirs: str | None, config_file: str | None, overrides: tuple[str, .
         pairs[key.strip()] = value
     dirs = [d for d in log_dirs.split(",") if d] if log_dirs else None
     config = server_config(dirs, config=config_file, overrides=pairs)
+    if add_scram:
+        from kafkalog.server import scram_store  # noqa: PLC0415
+
+        first = config.log_dirs[0]
+        first.mkdir(parents=True, exist_ok=True)
+        credentials = scram_store.load_credentials(first)
+        for text in add_scram:
+            mechanism, user, credential = scram_store.parse_add_scram(text)
+            credentials[(mechanism, user)] = credential
+        scram_store.save_credentials(first, credentials)
     logging.getLogger("kafkalog.server").setLevel(logging.INFO)
     logging.getLogger("kafkalog").setLevel(logging.INFO)
     asyncio.run(_run(KafkaServer(config)))

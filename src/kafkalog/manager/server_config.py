@@ -167,6 +167,8 @@ class BrokerKeys:
 
 
 BROKER_KEYS = ConfigDef.of(BrokerKeys)
+# read by kafkalog serve's listener security from the raw properties (server.security)
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ class ServerConfig:
                 or key in PRODUCER_STATE_CONFIG.keys
             ):
                 manager[key] = value
-            elif key not in _SYNONYMS:
+            elif key not in _SYNONYMS and not key.startswith(_SECURITY_PREFIXES):
                 unused.append(key)
         if unused:
             logger.warning(

@@ -55,6 +55,7 @@ from kafkalog.server.metadata import (
     handle_metadata,
 )
 from kafkalog.server.produce import PRODUCE, handle_produce
+from kafkalog.server.sasl import SASL_VERSIONS
 from kafkalog.server.txn_apis import TRANSACTION_VERSIONS
 from kafkalog.server.txn_partitions import (
     DESCRIBE_PRODUCERS,
@@ -95,6 +96,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     **PARTITION_TXN_VERSIONS,
     **GROUP_VERSIONS,  # served by the group coordinator on the event loop
     **TRANSACTION_VERSIONS,  # served by the transaction coordinator on the event loop
+    **SASL_VERSIONS,  # answered by the connection's SASL session in the transport
 }
 
 
@@ -147,9 +149,8 @@ HANDLERS: dict[int, Handler] = {
     DESCRIBE_PRODUCERS: handle_describe_producers,
     WRITE_TXN_MARKERS: handle_write_txn_markers,
 }
-assert set(HANDLERS) | {FETCH} | set(GROUP_VERSIONS) | set(TRANSACTION_VERSIONS) == set(
-    SUPPORTED_VERSIONS
-), "every served API has a handler"
+_ELSEWHERE = {FETCH, *GROUP_VERSIONS, *TRANSACTION_VERSIONS, *SASL_VERSIONS}  # the transport's
+assert set(HANDLERS) | _ELSEWHERE == set(SUPPORTED_VERSIONS), "every served API has a handler"
 
 
 class Broker:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.manager.server_config import ServerConfig
+from kafkalog.server.security import SECURITY_PROTOCOLS, ListenerSecurity, listener_security
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -37,6 +38,7 @@ class Listener:
     security_protocol: str
     host: str
     port: int
+    name: str = ""  # the listener's name (listener.name.<name>.* keys); the protocol if unnamed
 
     @classmethod
     def parse(cls, key: str, text: str, protocols: Mapping[str, str] | None = None) -> Listener:
@@ -47,20 +49,18 @@ class Listener:
         protocol = (protocols or {}).get(name, name)
         if not sep or not name:
             raise InvalidConfigError(key, f"{text!r} is not NAME://host:port")
-        if protocol != "PLAINTEXT":
+        if protocol not in SECURITY_PROTOCOLS:
             raise InvalidConfigError(
-                key,
-                f"{text!r}: kafkalog serve has PLAINTEXT listeners only, not {protocol!r} "
-                "(SSL and SASL are not served yet)",
+                key, f"{text!r}: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}"
             )
         host, colon, port = address.rpartition(":")
         if not colon or not port.isdigit() or int(port) > 65535:
             raise InvalidConfigError(key, f"{text!r} has no valid port (PLAINTEXT://host:port)")
-        return cls(protocol, host.strip("[]"), int(port))
+        return cls(protocol, host.strip("[]"), int(port), name)
 
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.security_protocol}://{host}:{self.port}"
+        return f"{self.name or self.security_protocol}://{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +83,7 @@ class BrokerSettings:
     offset_metadata_max_bytes: int
     offsets_retention_ms: int
     offsets_retention_check_interval_ms: int
+    security: ListenerSecurity = field(default_factory=ListenerSecurity)
     transaction_partitions: int = 50
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_interval_ms: int = 10_000
@@ -128,6 +129,9 @@ class BrokerSettings:
             offset_metadata_max_bytes=b.offset_metadata_max_bytes,
             offsets_retention_ms=b.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=b.offsets_retention_check_interval_ms,
+            security=listener_security(
+                listener.security_protocol, listener.name, config.properties
+            ),
             transaction_partitions=b.transaction_state_log_num_partitions,
             transaction_max_timeout_ms=config.manager.producer_state.transaction_max_timeout_ms,
             transaction_abort_interval_ms=(
@@ -164,3 +168,4 @@ class BrokerContext:
         self.advertised = settings.advertised or settings.listener
         self.on_append: Callable[[], None] = lambda: None
         self.transactions: TransactionVerifier | None = None  # set when a coordinator runs
+        self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start

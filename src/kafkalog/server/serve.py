@@ -25,6 +25,7 @@ from kafkalog.manager.server_config import ServerConfig
 from kafkalog.server.broker import Broker
 from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
 from kafkalog.server.producer_ids import ProducerIdManager
+from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import Transport
 from kafkalog.storage.partition_metadata import random_topic_id
 
@@ -78,6 +79,8 @@ class KafkaServer:
                 manager, self.settings, producer_ids, _cluster_id(self.config.log_dirs)
             )
             context.broker_properties = self.config.properties
+            if self.settings.security.sasl:
+                context.scram_credentials = load_credentials(self.config.log_dirs[0])
             transport = Transport(Broker(context))
             await transport.start()
         except BaseException:
@@ -86,13 +89,25 @@ class KafkaServer:
         if self.settings.advertised is None or self.settings.advertised.port == 0:
             bound = self.settings.advertised or self.settings.listener
             context.advertised = Listener(
-                bound.security_protocol, bound.host or "127.0.0.1", transport.port
+                bound.security_protocol, bound.host or "127.0.0.1", transport.port, bound.name
             )
         manager.start()
         self.manager, self._transport = manager, transport
+        listener = self.settings.listener
+        security = self.settings.security
+        if not security.authenticated:
+            logger.warning(
+                "the %s listener accepts clients without authentication: anyone who can "
+                "reach port %d can read and write every topic (use SASL_SSL, SASL_PLAINTEXT "
+                "or SSL with ssl.client.auth=required to require it)",
+                security.protocol,
+                transport.port,
+            )
         logger.info(
             "kafkalog serve started: listening on %s, advertised as %s, log dirs %s",
-            Listener("PLAINTEXT", self.settings.listener.host, transport.port).url(),
+            Listener(
+                listener.security_protocol, listener.host, transport.port, listener.name
+            ).url(),
             context.advertised.url(),
             ",".join(str(d) for d in self.config.log_dirs),
         )
@@ -131,15 +146,19 @@ def server_config(
     port: int | None = None,
 ) -> ServerConfig:
     """A ServerConfig from a ``server.properties`` (or mapping), overrides on top, with
-    ``log_dirs`` and ``port`` as the last word."""
+    ``log_dirs`` and ``port`` as the last word (``port`` keeps the overrides' listener name
+    and host: ``SASL_SSL://127.0.0.1:0`` with port 0 is a SASL_SSL listener on any port)."""
     merged: dict[str, Any] = dict(overrides or {})
     if log_dirs is not None:
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise InvalidArgumentError("log_dirs is empty")
         merged["log.dirs"] = ",".join(str(d) for d in dirs)
-    if port is not None:
-        merged["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+    if port is not None:  # the given listener (its name and host) on ``port``
+        given = str(merged.get("listeners", "PLAINTEXT://127.0.0.1:0")).split(",")[0]
+        name, _, address = given.partition("://")
+        host = address.rpartition(":")[0] or "127.0.0.1"
+        merged["listeners"] = f"{name}://{host}:{port}"
     return ServerConfig.from_properties(config if config is not None else {}, merged)
 
 

@@ -25,6 +25,7 @@ from kafkalog.server.broker import INIT_PRODUCER_ID, SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch import FETCH, FetchResult
 from kafkalog.server.fetch_response import FetchFrame, OpenSlice, encode_fetch_response
 from kafkalog.server.group_coordinator import GroupCoordinator
+from kafkalog.server.sasl import SASL_VERSIONS, SaslSession, illegal_state
 from kafkalog.server.txn_apis import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
@@ -51,6 +52,14 @@ READ_CHUNK = 1 << 16
 # keeps the worker busy while a connection's memory stays a few frames of
 # socket.request.max.bytes at most.
 READ_AHEAD = 1
+
+
+class AuthenticationFailedError(ConnectionError):
+    """A client failed SASL: its connection is closed once ``response`` is sent."""
+
+    def __init__(self, response: bytes) -> None:
+        super().__init__("SASL authentication failed")
+        self.response = response
 
 
 class AppendSignal:
@@ -109,7 +118,11 @@ class Transport:
         self.broker.context.transactions = self.transactions
         try:
             self._server = await asyncio.start_server(
-                self._accept, listener.host or None, listener.port, reuse_address=True
+                self._accept,
+                listener.host or None,
+                listener.port,
+                reuse_address=True,
+                ssl=self.broker.context.settings.security.ssl_context,
             )
         except OSError as err:
             await self.transactions.stop()
@@ -158,8 +171,11 @@ class Transport:
         closed channel's responses; an append already running on a worker thread completes."""
         queue: asyncio.Queue[bytes] = asyncio.Queue(READ_AHEAD)
         held = [0]  # this connection's share of queued.max.requests
+        context = self.broker.context
+        security = context.settings.security
+        session = SaslSession(security, context.scram_credentials) if security.sasl else None
         reading = asyncio.create_task(self._read_frames(reader, queue, held))
-        answering = asyncio.create_task(self._answer(queue, writer, held))
+        answering = asyncio.create_task(self._answer(queue, writer, held, session))
         try:
             await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -189,12 +205,21 @@ class Transport:
         self._slots.release()
 
     async def _answer(
-        self, queue: asyncio.Queue[bytes], writer: asyncio.StreamWriter, held: list[int]
+        self,
+        queue: asyncio.Queue[bytes],
+        writer: asyncio.StreamWriter,
+        held: list[int],
+        session: SaslSession | None,
     ) -> None:
         while True:
             frame = await queue.get()
             try:
-                response = await self._respond(frame)
+                try:
+                    response = await self._respond(frame, session)
+                except AuthenticationFailedError as failed:
+                    writer.write(failed.response)  # Kafka's error and message, then close
+                    await writer.drain()
+                    raise
                 if isinstance(response, FetchFrame):
                     try:
                         await self._send_fetch(response, writer)
@@ -225,10 +250,25 @@ class Transport:
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _respond(self, frame: bytes) -> bytes | FetchFrame | None:
+    async def _respond(
+        self, frame: bytes, session: SaslSession | None
+    ) -> bytes | FetchFrame | None:
         request = await self._run(decode_request, frame, SUPPORTED_VERSIONS)
         if request.body is None:
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
+        if session is not None and not session.allows(request.api_key):
+            state = "after" if session.authenticated else "before"
+            raise InvalidRequestError(
+                f"unexpected request of API {request.api_key} {state} SASL authentication"
+            )
+        if request.api_key in SASL_VERSIONS:
+            if session is None:
+                return encode_response(request, illegal_state(request))
+            outcome = session.handle(request)
+            answer = encode_response(request, outcome.body)
+            if outcome.close:
+                raise AuthenticationFailedError(answer)
+            return answer
         if request.api_key == FETCH:
             return await self._fetch(request)
         if self.groups.handles(request.api_key):
