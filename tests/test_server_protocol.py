@@ -504,3 +504,22 @@ def test_offset_for_leader_epoch_answers_from_the_epoch_cache(tmp_path: Path) ->
         assert ask("t", 5) == (ErrorCode.none, -1, -1)
         assert ask("t", 0, replica=2)[0] == ErrorCode.not_leader_or_follower
         assert ask("missing", 0)[0] == ErrorCode.unknown_topic_or_partition
+
+
+def test_an_array_longer_than_its_frame_is_refused_before_kio_parses_it() -> None:
+    """kio reserves an array's declared length before reading it: this 28-byte Metadata v11
+    body (found by the fuzz test) declared billions of topics and the allocator aborted the
+    process. The frame guard refuses it as a bad request, and passes real requests."""
+    header = struct.pack(">hhih", 3, 11, 7, 4) + b"fuzz" + b"\x00"
+    body = bytes.fromhex("a7abb9f645b4b4594460a61073fe96e8ea")
+    with pytest.raises(InvalidRequestError, match="longer than the frame"):
+        decode_request(header + body, SUPPORTED_VERSIONS)
+    for key, version, request in (
+        (3, 12, metadata_request(12, ["a", "b"], allow=True)),
+        (3, 4, metadata_request(4, None)),
+        (0, 9, produce_body(9, "t", 0, batch([Record(b"v", b"k")]))),
+        (0, 3, produce_body(3, "t", 0, batch([Record(b"v")]))),
+        (1, 12, fetch_body(12, "t", 0, 0)),
+    ):
+        decoded = decode_request(frame(key, version, request)[4:], SUPPORTED_VERSIONS)
+        assert decoded.body == request

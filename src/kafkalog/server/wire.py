@@ -32,6 +32,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
 from kafkalog.errors import KafkaLogError
+from kafkalog.server.frame_guard import check_frame
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
@@ -142,7 +143,9 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     header_type = RequestHeaderV2 if is_flexible(api_key, version) else RequestHeaderV1
     try:
         header, used = entity_reader(header_type)(frame, 0)
-        body, size = entity_reader(_entity(api_key, version, False))(frame, used)
+        entity = _entity(api_key, version, False)
+        check_frame(entity, frame, used)  # before kio: see frame_guard
+        body, size = entity_reader(entity)(frame, used)
     except Exception as err:  # kio raises its own and struct/Unicode errors on bad bytes
         raise InvalidRequestError(
             f"cannot parse API key {api_key} version {version} (correlation id "
