@@ -11,6 +11,8 @@ it (1 GiB heap, G1); one run per server, so the host's run-to-run noise (about 1
 produce and consume throughput, produce latency (p99) at a fixed rate of half of Kafka's
 maximum, the server's peak RSS (``VmHWM``) and its CPU seconds per MB moved (from
 ``/proc/<pid>/stat``). The perf tools are Kafka's newest pinned version for both servers.
+librdkafka (confluent-kafka, in this process) is the second client: 100-byte records, acks=all,
+its default batching, produced then read back from the start, on each server.
 """
 
 from __future__ import annotations
@@ -145,6 +147,43 @@ def consume(version: str, server: Server, topic: str, n: int) -> dict[str, float
     return {"MB/s": float(fields["fetch.MB.sec"]), "records/s": float(fields["fetch.nMsg.sec"])}
 
 
+RDKAFKA_RECORDS = 300_000
+
+
+def rdkafka_produce_consume(server: Server, topic: str, n: int) -> dict[str, float]:
+    """librdkafka's throughput on ``server``: n 100-byte records produced with acks=all, then
+    consumed from the start of the partition (records/s each)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5})
+    value = bytes(100)
+    producer.produce(topic, value, partition=0)  # creates the topic before the clock starts
+    producer.flush(60)
+    start = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError("librdkafka did not deliver every record")
+    produced = n / (time.perf_counter() - start)
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": f"rd-{topic}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got, start = 0, time.perf_counter()
+    while got < n + 1:
+        batch = consumer.consume(10_000, 5.0)
+        if not batch:
+            raise RuntimeError(f"librdkafka read {got} of {n + 1} records")
+        got += sum(1 for m in batch if m.error() is None)
+    consumed = got / (time.perf_counter() - start)
+    consumer.close()
+    return {"produce": produced, "consume": consumed}
+
+
 def measure(server: Server, version: str) -> dict[str, dict[str, float]]:
     """Every workload's figures on one server, plus its CPU s/MB and peak RSS."""
     results: dict[str, dict[str, float]] = {}
@@ -162,6 +201,7 @@ def measure(server: Server, version: str) -> dict[str, dict[str, float]]:
             "consume MB/s": consumed["MB/s"],
             "cpu s/MB": (server.cpu_seconds() - cpu) / mb,
         }
+    results["librdkafka"] = rdkafka_produce_consume(server, "rdkafka-100", RDKAFKA_RECORDS)
     results["rss"] = {"peak MB": server.peak_rss_mb()}
     return results
 
@@ -213,6 +253,13 @@ def _run(root: Path) -> list[Row]:
             ours[name]["consume"], f"Kafka {version} broker", kafka[name]["consume"],
             target=CONSUME_TARGET,
             notes="the same records read back from the start; fetch.nMsg.sec (after the join)",
+        ))  # fmt: skip
+    for op, target in (("produce", PRODUCE_TARGET), ("consume", CONSUME_TARGET)):
+        rows.append(Row(
+            "serve", f"{op} 100B-none (librdkafka)", "rec/s", ours["librdkafka"][op],
+            f"Kafka {version} broker", kafka["librdkafka"][op], target=target,
+            notes=f"{RDKAFKA_RECORDS:,} records of 100 B, none, acks=all, confluent-kafka "
+                  "defaults and linger.ms=5, one partition; read back from the start",
         ))  # fmt: skip
     for name, p99 in latency["ours"].items():
         rows.append(Row(
