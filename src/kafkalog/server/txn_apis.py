@@ -261,7 +261,7 @@ async def list_transactions(txns: TransactionCoordinator, request: Request) -> A
     now = wall_clock_ms()
     listed = [
         meta
-        for meta in txns.transactions.values()
+        for meta in list(txns.transactions.values())  # one C call: workers may add ids
         if (not states or meta.state_name in states)
         and (not producers or meta.producer_id in producers)
         and (longer_than < 0 or (meta.start_ms >= 0 and now - meta.start_ms > longer_than))
