@@ -14,7 +14,6 @@ the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_
 from __future__ import annotations
 
 import struct
-import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -22,11 +21,10 @@ from kio.schema.errors import ErrorCode
 from kafkalog.errors import KafkaLogError
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 from kafkalog.server.group import Group, GroupState
+from kafkalog.server.offset_commit import commit_response, commit_rows
 from kafkalog.server.offsets_topic import (
-    OffsetAndMetadata,
     append_offset_records,
     offset_commit_key,
-    offset_commit_value,
 )
 from kafkalog.server.wire import Request, make, payload_module
 
@@ -73,28 +71,7 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
         error = group.commit_error(body.member_id, generation, instance)
     elif error is None and (generation >= 0 or body.member_id):
         error = ErrorCode.unknown_member_id  # a member of a group the coordinator does not know
-    known = coord.ctx.manager.topics()
-    now = int(time.time() * 1000)
-    codes: dict[tuple[str, int], ErrorCode] = {}
-    rows: list[tuple[bytes, bytes | None]] = []
-    commits: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in body.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            metadata = p.committed_metadata or ""
-            if error is not None:
-                codes[tp] = error
-            elif not 0 <= p.partition_index < known.get(topic.name, 0):
-                codes[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(metadata.encode()) > coord.ctx.settings.offset_metadata_max_bytes:
-                codes[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                value = OffsetAndMetadata(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
-                )
-                commits[tp] = value
-                rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
-                codes[tp] = ErrorCode.none
+    codes, rows, commits = commit_rows(coord.ctx, group_id, body.topics, error)
     if rows:
         async with coord.commit_lock:
             try:
@@ -104,28 +81,7 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
                     codes[tp] = ErrorCode.coordinator_not_available
                 commits = {}
             coord.group(group_id).offsets.update(commits)
-    return make(
-        mod,
-        "OffsetCommitResponse",
-        throttle_time=NO_THROTTLE,
-        topics=tuple(
-            make(
-                mod,
-                "OffsetCommitResponseTopic",
-                name=topic.name,
-                partitions=tuple(
-                    make(
-                        mod,
-                        "OffsetCommitResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=codes[(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in body.topics
-        ),
-    )
+    return commit_response(mod, "OffsetCommit", body.topics, codes)
 
 
 def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, v8: bool) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kafkalog import records
@@ -80,26 +80,32 @@ OffsetRows = list[tuple[bytes, bytes | None]]
 PendingOffsets = dict[int, OffsetRows]  # by producer id: rows of a transaction not yet ended
 
 
+def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
+    """A coordinator topic's partition from its start to its end, 1 MiB at a time: each read's
+    position and its batches (the first may begin below the position)."""
+    position = log.log_start_offset
+    while position < log.log_end_offset:
+        info = log.read(position, 1 << 20)
+        if info.records is None:
+            return
+        batches = list(records.MemoryRecords(info.records.read()).batches())
+        yield position, batches
+        position = max(position + 1, batches[-1].next_offset) if batches else position + 1
+
+
 def load_offsets(
     logs: Mapping[int, Log],
 ) -> tuple[GroupOffsets, dict[tuple[int, int], OffsetRows]]:
     """Every group's committed offsets from the ``__consumer_offsets`` partitions (by
-    partition number): the last
-    record of each key wins, a tombstone removes it. Records of other types (group metadata,
-    KIP-848 records a Kafka broker wrote) are skipped. Also returns the rows of transactions
-    still open, by (producer id, partition)."""
+    partition number): the last record of each key wins, a tombstone removes it. Records of
+    other types (group metadata, KIP-848 records a Kafka broker wrote) are skipped. Also
+    returns the rows of transactions still open, by (producer id, partition)."""
     out: GroupOffsets = {}
     open_rows: dict[tuple[int, int], OffsetRows] = {}
     for partition, log in logs.items():
         pending: PendingOffsets = {}
-        position = log.log_start_offset
-        while position < log.log_end_offset:
-            info = log.read(position, 1 << 20)
-            if info.records is None:
-                break
-            batches = list(records.MemoryRecords(info.records.read()).batches())
+        for position, batches in read_whole_log(log):
             apply_batches(out, batches, position, pending)
-            position = max(position + 1, batches[-1].next_offset) if batches else position + 1
         for producer_id, rows in pending.items():
             open_rows[(producer_id, partition)] = rows
     return out, open_rows

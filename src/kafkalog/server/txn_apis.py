@@ -28,13 +28,11 @@ from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group import wall_clock_ms
+from kafkalog.server.offset_commit import commit_response, commit_rows
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIG,
-    OffsetAndMetadata,
     OffsetRows,
-    offset_commit_key,
-    offset_commit_value,
     partition_for,
 )
 from kafkalog.server.txn_log import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
@@ -194,26 +192,7 @@ async def txn_offset_commit(
             if group is None
             else group.commit_error(member_id, generation, instance)
         )
-    known = groups.ctx.manager.topics()
-    now = wall_clock_ms()
-    codes: dict[tuple[str, int], ErrorCode] = {}
-    rows: OffsetRows = []
-    for topic in body.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            metadata = p.committed_metadata or ""
-            if error is not None:
-                codes[tp] = error
-            elif not 0 <= p.partition_index < known.get(topic.name, 0):
-                codes[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(metadata.encode()) > groups.ctx.settings.offset_metadata_max_bytes:
-                codes[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                value = OffsetAndMetadata(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
-                )
-                rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
-                codes[tp] = ErrorCode.none
+    codes, rows, _ = commit_rows(groups.ctx, group_id, body.topics, error)
     if rows:
         async with groups.commit_lock:
             try:
@@ -228,28 +207,7 @@ async def txn_offset_commit(
                 groups.pending_transactions.setdefault(key, []).extend(rows)
             else:
                 codes = {tp: code if c is ErrorCode.none else c for tp, c in codes.items()}
-    return make(
-        mod,
-        "TxnOffsetCommitResponse",
-        throttle_time=NO_THROTTLE,
-        topics=tuple(
-            make(
-                mod,
-                "TxnOffsetCommitResponseTopic",
-                name=topic.name,
-                partitions=tuple(
-                    make(
-                        mod,
-                        "TxnOffsetCommitResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=codes[(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in body.topics
-        ),
-    )
+    return commit_response(mod, "TxnOffsetCommit", body.topics, codes)
 
 
 async def list_transactions(txns: TransactionCoordinator, request: Request) -> Any:

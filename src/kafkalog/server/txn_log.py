@@ -25,7 +25,7 @@ from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import TRANSACTION_STATES, decode
-from kafkalog.server.offsets_topic import partition_for
+from kafkalog.server.offsets_topic import partition_for, read_whole_log
 
 TRANSACTION_TOPIC = "__transaction_state"
 TRANSACTION_TOPIC_CONFIG = {
@@ -96,19 +96,13 @@ def load_transactions(logs: Iterable[Log]) -> dict[str, TransactionMetadata]:
     last record of each key wins, a tombstone removes it."""
     out: dict[str, TransactionMetadata] = {}
     for log in logs:
-        position = log.log_start_offset
-        while position < log.log_end_offset:
-            info = log.read(position, 1 << 20)
-            if info.records is None:
-                break
-            batches = list(records.MemoryRecords(info.records.read()).batches())
+        for position, batches in read_whole_log(log):
             for batch in batches:
                 if batch.is_control:
                     continue
                 for record in batch:
                     if record.key is not None and record.offset >= position:
                         _apply(out, record.key, record.value)
-            position = max(position + 1, batches[-1].next_offset) if batches else position + 1
     return out
 
 

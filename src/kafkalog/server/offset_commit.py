@@ -1,0 +1,81 @@
+"""What OffsetCommit and TxnOffsetCommit share: Kafka's per-partition checks of a commit, the
+records of the partitions that pass, and the answer with each partition's code.
+
+Why: a transactional commit is checked exactly as a plain one (an unknown partition, metadata
+over ``offset.metadata.max.bytes``, the group's own error for all); only where the records go
+and when they count differ (group_offsets, txn_apis). Refuses: I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.offsets_topic import (
+    OffsetAndMetadata,
+    OffsetRows,
+    offset_commit_key,
+    offset_commit_value,
+)
+from kafkalog.server.wire import make
+
+
+def commit_rows(
+    ctx: BrokerContext, group_id: str, topics: Any, error: ErrorCode | None
+) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, dict[tuple[str, int], OffsetAndMetadata]]:
+    """Kafka's per-partition checks of an OffsetCommit or TxnOffsetCommit: each partition's
+    code, the records of those that pass, and their offsets. ``error`` (the group's) fails all."""
+    known = ctx.manager.topics()
+    now = int(time.time() * 1000)
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    rows: OffsetRows = []
+    commits: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if error is not None:
+                codes[tp] = error
+            elif not 0 <= p.partition_index < known.get(topic.name, 0):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(metadata.encode()) > ctx.settings.offset_metadata_max_bytes:
+                codes[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                value = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
+                )
+                commits[tp] = value
+                rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
+                codes[tp] = ErrorCode.none
+    return codes, rows, commits
+
+
+def commit_response(
+    mod: Any, api: str, topics: Any, codes: dict[tuple[str, int], ErrorCode]
+) -> Any:
+    """The ``<api>Response`` (OffsetCommit or TxnOffsetCommit) with each partition's code."""
+    return make(
+        mod,
+        f"{api}Response",
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                mod,
+                f"{api}ResponseTopic",
+                name=topic.name,
+                partitions=tuple(
+                    make(
+                        mod,
+                        f"{api}ResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=codes[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in topics
+        ),
+    )
