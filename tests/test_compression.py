@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import zlib
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog import (
     CompressionType,
@@ -182,3 +185,95 @@ def test_zstd_decompresses_in_many_threads_at_once(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-500:])
     assert done.stdout.split() == ["wrong", "0"]
+
+
+# --- LZ4 into the thread's reused buffer ----------------------------------------------------
+
+
+def _lz4_decompressed(frame: bytes, magic: int = 2) -> bytes:
+    with c.decompressed(CompressionType.LZ4, frame, magic=magic) as view:
+        return bytes(view)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(max_size=300_000)
+    | st.builds(lambda b, n: b * n, st.binary(max_size=64), st.integers(0, 5000)),
+    block_size=st.sampled_from(
+        [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB, lz4.frame.BLOCKSIZE_MAX1MB]
+    ),
+    checksums=st.booleans(),
+    store_size=st.booleans(),
+)
+def test_lz4_reused_buffer_reads_what_the_library_reads(
+    data: bytes, block_size: int, checksums: bool, store_size: bool
+) -> None:
+    """Every frame the library writes (incompressible data makes stored blocks; checksums or a
+    content size send the frame to the library) comes back as the library reads it."""
+    frame = lz4.frame.compress(
+        data,
+        block_size=block_size,
+        block_linked=False,
+        content_checksum=checksums,
+        block_checksum=checksums,
+        store_size=store_size,
+    )
+    assert _lz4_decompressed(frame) == lz4.frame.decompress(frame) == data
+    assert _lz4_decompressed(c.compress(CompressionType.LZ4, data, magic=0), magic=0) == data
+
+
+def test_lz4_reused_buffer_refuses_damage_as_corrupt_records() -> None:
+    good = c.compress(CompressionType.LZ4, DATA)
+    assert _lz4_decompressed(good + b"x") == DATA  # bytes after the end mark: the library's way
+    first = struct.unpack_from("<I", good, 7)[0]
+    flipped = bytearray(good)
+    flipped[11 + first // 2] ^= 0xFF  # inside the first block's sequences
+    stored_too_big = good[:7] + struct.pack("<I", 0x80000000 | 70_000) + bytes(70_000) + bytes(4)
+    for bad in (
+        b"",
+        good[:5] + b"\xff" * 40,
+        good[:-4],  # no end mark: the library says the frame is truncated
+        bytes(flipped),
+        stored_too_big,
+        c.compress(CompressionType.LZ4, DATA, magic=0),  # magic 0's checksum for magic 2
+    ):
+        with pytest.raises(CorruptRecordError):
+            _lz4_decompressed(bad)
+
+
+def test_lz4_reused_buffer_is_one_per_thread_and_never_shared_while_in_use() -> None:
+    a, b = (
+        c.compress(CompressionType.LZ4, b"a" * 100_000),
+        c.compress(CompressionType.LZ4, b"b" * 9),
+    )
+    with c.decompressed(CompressionType.LZ4, a) as outer:
+        kept = outer
+        with c.decompressed(CompressionType.LZ4, b) as inner:  # as a collector callback might
+            assert bytes(inner) == b"b" * 9
+        assert bytes(outer) == b"a" * 100_000  # the nested use wrote elsewhere
+    with pytest.raises(ValueError, match="released"):
+        bytes(kept)  # a view kept past the block fails loudly
+    huge = c.compress(CompressionType.LZ4, bytes(c.SCRATCH_KEEP_MAX + 1))
+    with c.decompressed(CompressionType.LZ4, huge) as big:
+        assert len(big) == c.SCRATCH_KEEP_MAX + 1
+    with c.decompressed(CompressionType.LZ4, b) as small:
+        assert len(small.obj) <= c.SCRATCH_KEEP_MAX  # the huge buffer was not kept
+
+
+def test_lz4_batches_decode_alike_in_many_threads(tmp_path: Path) -> None:
+    records = [Record(b"v%d" % i * 50, b"k%d" % i) for i in range(2000)]
+    data = bytes(MemoryRecords.build(records, compression="lz4"))
+    wrong: list[int] = []
+
+    def work() -> None:
+        for _ in range(50):
+            got = [r.value for r in MemoryRecords(data).records()]
+            if got != [r.value for r in records]:
+                wrong.append(1)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

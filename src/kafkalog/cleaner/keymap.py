@@ -54,9 +54,10 @@ def map_batch(offset_map: KeyOffsetMap, batch: RecordBatch, start: int) -> tuple
     assert fast is not None
     h = batch.header
     try:
-        read, full = offset_map.map_records(
-            batch.records_data(), h.records_count, h.base_offset, *_timestamps(batch), start
-        )
+        with batch.records_view() as data:
+            read, full = offset_map.map_records(
+                data, h.records_count, h.base_offset, *_timestamps(batch), start
+            )
     except fast.CorruptRecords as err:
         raise batch_error(batch, err) from None
     return int(read), bool(full)
@@ -72,16 +73,17 @@ def filter_records(
     h = batch.header
     horizon = h.delete_horizon_ms
     try:
-        out = offset_map.filter_records(
-            batch.records_data(),
-            h.records_count,
-            h.base_offset,
-            *_timestamps(batch),
-            keep_tombstones,
-            horizon is not None,
-            0 if horizon is None else horizon,
-            new_horizon,
-        )
+        with batch.records_view() as data:
+            out = offset_map.filter_records(
+                data,
+                h.records_count,
+                h.base_offset,
+                *_timestamps(batch),
+                keep_tombstones,
+                horizon is not None,
+                0 if horizon is None else horizon,
+                new_horizon,
+            )
     except fast.CorruptRecords as err:
         raise batch_error(batch, err) from None
     except fast.InvalidRecords as err:

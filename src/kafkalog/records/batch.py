@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
@@ -334,21 +335,40 @@ class RecordBatch:
                 offset=self.header.base_offset,
             ) from err
 
+    @contextmanager
+    def records_view(self) -> Iterator[bytes | bytearray | memoryview]:
+        """The records region decompressed, like ``records_data``, for use inside the ``with``
+        block only (see ``compression.decompressed``): for compiled loops that copy out what
+        they keep."""
+        payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
+        entered = False
+        try:
+            with compression.decompressed(self.header.compression, payload) as data:
+                entered = True
+                yield data
+        except CorruptRecordError as err:
+            if entered:  # the caller's own, framed as it chose
+                raise
+            raise CorruptRecordError(
+                f"batch records are invalid: {err.reason}",
+                position=self._where(),
+                offset=self.header.base_offset,
+            ) from err
+
     def records(self) -> list[Record]:
         """All records of the batch (decompressed and decoded once, then cached)."""
         if self._records is None:
             header = self.header
             payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
             try:
-                codec = header.compression
-                data = compression.decompress(codec, payload) if codec else payload
                 lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
                 fields = (header.records_count, header.base_offset, header.base_timestamp, lat)
                 compiled = record_loops.decode
-                if compiled is not None:  # reads the view as it is
-                    self._records = compiled(data, *fields)
-                else:  # the reference slices bytes
-                    self._records = decode_records(bytes(data), *fields)
+                with compression.decompressed(header.compression, payload) as data:
+                    if compiled is not None:  # reads the view as it is; copies what it keeps
+                        self._records = compiled(data, *fields)
+                    else:  # the reference slices bytes
+                        self._records = decode_records(bytes(data), *fields)
             except CorruptRecordError as err:
                 raise CorruptRecordError(
                     f"batch records are invalid: {err.reason}",

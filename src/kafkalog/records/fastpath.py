@@ -132,17 +132,18 @@ def add_batch(
     hi`` kept); damage raises CorruptRecordError as ``batch.records()`` would."""
     h = batch.header
     try:
-        return builder.add(
-            batch.records_data(),
-            h.records_count,
-            h.base_offset,
-            h.base_timestamp,
-            bool(h.attributes & TIMESTAMP_TYPE_MASK),
-            h.max_timestamp,
-            int(batch.timestamp_type),
-            lo,
-            hi,
-        )
+        with batch.records_view() as data:
+            return builder.add(
+                data,
+                h.records_count,
+                h.base_offset,
+                h.base_timestamp,
+                bool(h.attributes & TIMESTAMP_TYPE_MASK),
+                h.max_timestamp,
+                int(batch.timestamp_type),
+                lo,
+                hi,
+            )
     except fast.CorruptRecords as err:
         raise batch_error(batch, err) from None
 
