@@ -131,6 +131,7 @@ class FileRecords:
         self._lock = threading.Lock()
         self._pins = 0
         self._unpinned = threading.Condition(self._lock)
+        self._cutters = 0  # threads waiting in _wait_unpinned_locked
         self._close_when_unpinned = False
         self._map: mmap.mmap | None = None
         self._map_length = 0
@@ -157,7 +158,8 @@ class FileRecords:
             self._pins -= 1
             if self._pins:
                 return
-            self._unpinned.notify_all()
+            if self._cutters:  # a Condition's notify costs a fetch's worth of Python
+                self._unpinned.notify_all()
             if self._close_when_unpinned and self._fd is not None:
                 self._close_when_unpinned = False
                 os.close(self._fd)
@@ -186,7 +188,11 @@ class FileRecords:
 
     def _wait_unpinned_locked(self) -> None:
         """Under the lock: wait until no reader is inside the file (see the class docstring)."""
-        self._unpinned.wait_for(lambda: self._pins == 0)
+        self._cutters += 1
+        try:
+            self._unpinned.wait_for(lambda: self._pins == 0)
+        finally:
+            self._cutters -= 1
 
     # --- append and read -------------------------------------------------------------------------
 
