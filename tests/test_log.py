@@ -26,6 +26,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
+from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.log.roll import RollParams, RollReason, SegmentFacts, new_segment_base, should_roll
 from storage_helpers import batch
 
@@ -145,6 +146,30 @@ def test_too_large_appends(tmp_path: Path) -> None:
     big = MemoryRecords.build(recs(10, size=40), base_offset=log.log_end_offset)
     with pytest.raises(RecordBatchTooLargeError):
         log.append_as_follower(big)  # followers skip max.message.bytes, not segment.bytes
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_split_append_reports_the_batch_of_its_max_timestamp(
+    tmp_path: Path, idempotent: bool
+) -> None:
+    """The greatest timestamp in the first of several batches, and again in a later one: the
+    append reports it with the last offset of the first batch holding it, as Kafka's
+    LogAppendInfo.shallowOffsetOfMaxTimestamp does (one write or several)."""
+    log = open_log(tmp_path, max_message_bytes=200)
+    stamps = [NOW + 9, NOW, NOW + 1, NOW + 2, NOW + 9, NOW + 3, NOW, NOW + 4]
+    records = [Record(b"x" * 40, key=b"k%d" % i, timestamp=t) for i, t in enumerate(stamps)]
+    producer = ProducerFields(7, 0, 0) if idempotent else None
+    info = log.append(records, producer=producer)
+    batches = list(MemoryRecords(log.read(0, 1 << 20).records.read()).batches())
+    assert info.batch_count == len(batches) > 2
+    first_top = next(b for b in batches if b.max_timestamp == NOW + 9)
+    assert first_top.base_offset == 0 and batches[-1].max_timestamp < NOW + 9
+    assert info.max_timestamp == NOW + 9
+    assert info.shallow_offset_of_max_timestamp == first_top.last_offset
+    assert (info.first_offset, info.last_offset) == (0, 7)
+    assert log.list_offsets(-3) is not None and log.list_offsets(-3).offset == 0
+    # what the segment keeps for its time index: the same batch, from the write
+    assert log.active_segment._max_timestamp_so_far() == (NOW + 9, first_top.last_offset)
 
 
 def test_follower_accepts_batches_above_max_message_bytes(tmp_path: Path) -> None:

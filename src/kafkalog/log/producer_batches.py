@@ -9,10 +9,11 @@ Refuses: I/O; the Log writes what this returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkalog.errors import InvalidArgumentError, RecordTooLargeError
 from kafkalog.log.config import LogConfig
-from kafkalog.records import MemoryRecords, Record, RecordBatchBuilder
+from kafkalog.records import Record, RecordBatchBuilder
 from kafkalog.records.batch import increment_sequence
 from kafkalog.types import (
     INT16_MAX,
@@ -55,6 +56,31 @@ class ProducerFields:
 NO_PRODUCER = ProducerFields()
 
 
+class BuiltBatches(NamedTuple):
+    """Encoded batches and what their headers say, known from building them (the leader path
+    need not parse what it just wrote): offsets ``base_offset``..``last_offset``, the greatest
+    ``max_timestamp``, and ``shallow_offset`` (Kafka's shallowOffsetOfMaxTimestamp), the last
+    offset of the first batch holding that timestamp."""
+
+    data: bytes
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset: int
+
+
+def joined(parts: list[BuiltBatches]) -> BuiltBatches:
+    """Consecutive built batches as one write."""
+    top = max(parts, key=lambda p: p.max_timestamp)  # the first of the greatest
+    return BuiltBatches(
+        b"".join(p.data for p in parts),
+        parts[0].base_offset,
+        parts[-1].last_offset,
+        top.max_timestamp,
+        top.shallow_offset,
+    )
+
+
 def build_batches(
     config: LogConfig,
     recs: list[Record],
@@ -63,7 +89,7 @@ def build_batches(
     codec: CompressionType,
     epoch: int,
     producer: ProducerFields = NO_PRODUCER,
-) -> list[bytes]:
+) -> list[BuiltBatches]:
     """One batch at offset ``first``, or, if it would exceed max.message.bytes, the records split
     in halves (recursively). A single record too large for a batch is RecordTooLargeError."""
     log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
@@ -83,7 +109,8 @@ def build_batches(
     out = b.build()
     limit = config.max_message_bytes
     if len(out) <= limit:
-        return [out]
+        last = first + len(recs) - 1
+        return [BuiltBatches(out, first, last, b.max_timestamp, last)]
     if len(recs) == 1:
         raise RecordTooLargeError(
             f"a record batch of {len(out)} bytes is larger than max.message.bytes {limit}"
@@ -92,12 +119,3 @@ def build_batches(
     return build_batches(config, recs[:half], first, now, codec, epoch, producer) + build_batches(
         config, recs[half:], first + half, now, codec, epoch, producer.at(half)
     )
-
-
-def shallow_offset_of(chunks: list[bytes], max_ts: int) -> int:
-    """Last offset of the first batch whose max timestamp is ``max_ts``."""
-    for chunk in chunks:
-        batch = MemoryRecords(chunk).first_batch()
-        if batch is not None and batch.max_timestamp == max_ts:
-            return batch.last_offset
-    return -1

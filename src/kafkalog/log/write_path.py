@@ -29,7 +29,7 @@ from kafkalog.log.producer_batches import (
     NO_PRODUCER,
     ProducerFields,
     build_batches,
-    shallow_offset_of,
+    joined,
 )
 from kafkalog.log.producer_state import (
     BatchMetadata,
@@ -152,39 +152,32 @@ class LogAppender:
             check_record_values(self._local.config, recs, now, facts)
             log_append = self._local.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
             first = self._local.log_end_offset
-            chunks = build_batches(
+            built = build_batches(
                 self._local.config, recs, first, now, codec, leader_epoch, producer
             )
             last = first + len(recs) - 1
-            for chunk in chunks:  # check all before writing any: all or nothing
-                self._check_segment_size(len(chunk))
-            if producer.producer_id >= 0 and len(chunks) > 1:
-                # one write, so a retry is recognised (or not) as a whole
-                data = b"".join(chunks)
-                written = [(data, _batches_of(data))]
-            else:
-                written = [(c, _batches_of(c) if producer.producer_id >= 0 else []) for c in chunks]
-            max_ts = NO_TIMESTAMP  # from the batch headers, None timestamps written as now
-            for data, batches in written:
-                parsed = batches or _batches_of(data)
-                top = max(parsed, key=lambda b: b.max_timestamp)
-                max_ts = max(max_ts, top.max_timestamp)
+            for chunk in built:  # check all before writing any: all or nothing
+                self._check_segment_size(len(chunk.data))
+            idempotent = producer.producer_id >= 0
+            # an idempotent append is one write, so a retry is recognised (or not) as a whole
+            writes = [joined(built)] if idempotent and len(built) > 1 else built
+            for w in writes:
                 duplicate = self._append_batches(
-                    data,
-                    batches,
+                    w.data,
+                    _batches_of(w.data) if idempotent else [],
                     AppendOrigin.CLIENT,
-                    parsed[0].base_offset,
-                    parsed[-1].last_offset,
-                    top.max_timestamp,
-                    top.last_offset,
-                    [(leader_epoch, parsed[0].base_offset)],
+                    w.base_offset,
+                    w.last_offset,
+                    w.max_timestamp,
+                    w.shallow_offset,
+                    [(leader_epoch, w.base_offset)],
                 )
                 if duplicate is not None:
-                    return self._duplicate_info(duplicate, len(recs), len(chunks), codec)
+                    return self._duplicate_info(duplicate, len(recs), len(built), codec)
+            top = max(built, key=lambda b: b.max_timestamp)  # the first of the greatest
+            max_ts, shallow = top.max_timestamp, top.shallow_offset
             if log_append:
                 max_ts, shallow = now, last
-            else:
-                shallow = last if len(chunks) == 1 else shallow_offset_of(chunks, max_ts)
             return LogAppendInfo(
                 first_offset=first,
                 last_offset=last,
@@ -193,8 +186,8 @@ class LogAppender:
                 log_append_time=now if log_append else NO_TIMESTAMP,
                 log_start_offset=self._watermarks.log_start_offset,
                 record_count=len(recs),
-                batch_count=len(chunks),
-                valid_bytes=sum(len(c) for c in chunks),
+                batch_count=len(built),
+                valid_bytes=sum(len(c.data) for c in built),
                 source_compression=codec,
                 target_compression=codec,
                 last_leader_epoch=leader_epoch,
