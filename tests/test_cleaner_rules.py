@@ -153,11 +153,12 @@ def region_verdict(compiled: KeyOffsetMap, data: bytes, case: RetainCase) -> str
     walked = filter_region(
         compiled, memoryview(data), 0, 0, len(data), max_batch_size=1 << 20,
         upper_bound_offset=OFFSET + 100, last_producer_ids=set(), current_time=NOW,
+        new_horizon=NOW + 1000,
     )  # fmt: skip
-    if walked.position == 0:  # left for a rebuild: only a kept tombstone needing a horizon
-        assert case.tombstone and case.horizon == "none"
-        return KEEP
     assert walked.position == len(data) and walked.read == 1
+    if walked.kept:  # kept whole, or rebuilt: only a kept tombstone needing a horizon
+        ((_, _, _, _, rebuilt),) = walked.batches
+        assert rebuilt == (case.tombstone and case.horizon == "none")
     return verdict(walked.kept == 1, walked.invalid)
 
 

@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 
 from kafkalog import Log, LogConfig, ManualClock, MemoryRecords, Record
 from kafkalog.cleaner import CleanerConfig, LogCleaner
+from kafkalog.cleaner._keymap import KeyOffsetMap
+from kafkalog.cleaner.keymap import filter_records, filter_region, map_region
 from kafkalog.cleaner.offset_map import OffsetMap
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
+from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, RecordBatch, rewrite_crc
 from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.records.filter import BatchRetention, BatchRetentionResult, filter_buffer
 from kafkalog.types import CompressionType, TimestampType, TopicPartition
 from test_fastpath import COMPILED, both
 
@@ -249,3 +252,77 @@ def test_header_keys_are_utf8_exactly_as_python_decodes_them(key: bytes) -> None
         assert isinstance(ref, Exception) and type(fast) is type(ref), (ref, fast)
     else:
         assert fast == ref
+
+
+class _BulkFilter:
+    """The reference recopy of one plain batch with the compiled per-batch call."""
+
+    current_time = NOW
+    delete_retention_ms = RETENTION
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+    def check_batch_retention(self, batch: Any) -> BatchRetentionResult:
+        return BatchRetentionResult(BatchRetention.DELETE_EMPTY)
+
+    def should_retain_record(self, batch: Any, record: Record) -> bool:
+        raise AssertionError("decided in bulk")
+
+    def retain_records_in_bulk(self, batch: RecordBatch) -> Any:
+        horizon = batch.delete_horizon_ms
+        return filter_records(
+            self.compiled,
+            batch,
+            keep_tombstones=horizon is None or horizon > NOW,
+            new_horizon=NOW + RETENTION,
+        )
+
+
+@needs_compiled
+@pytest.mark.parametrize("notes", [0, 1 << 16], ids=["parsed", "from-notes"])
+@pytest.mark.parametrize("log_append_time", [False, True])
+@pytest.mark.parametrize("tombstone", [False, True])
+def test_a_partly_kept_batch_is_rebuilt_inside_the_walk_as_the_reference_rebuilds_it(
+    notes: int, log_append_time: bool, tombstone: bool
+) -> None:
+    """Keys a, b, a, c, b: the first a and b are superseded. The walk takes the batch and
+    rebuilds it (header fields, producer fields, offset range, a horizon for a kept
+    tombstone) into the bytes the reference writes, rather than leave it to Python."""
+    values = [b"1", b"2", b"3", None if tombstone else b"4", b"5"]
+    recs = [
+        Record(v, k, timestamp=NOW - 50 + i)
+        for i, (k, v) in enumerate(zip([b"a", b"b", b"a", b"c", b"b"], values, strict=True))
+    ]
+    data = bytes(
+        MemoryRecords.build(
+            recs,
+            base_offset=40,
+            timestamp_type=(
+                TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME
+            ),
+            log_append_time=NOW - 7 if log_append_time else None,
+            producer_id=9,
+            producer_epoch=2,
+            base_sequence=11,
+            partition_leader_epoch=5,
+        )
+    )
+    maps = []
+    for _ in range(2):
+        compiled = KeyOffsetMap(1 << 10, notes)
+        map_region(compiled, memoryview(data), 0, 0, len(data), start=0, max_batch_size=1 << 20)
+        maps.append(compiled)
+    walked = filter_region(
+        maps[0], memoryview(data), 0, 0, len(data), max_batch_size=1 << 20,
+        upper_bound_offset=1000, last_producer_ids=set(), current_time=NOW,
+        new_horizon=NOW + RETENTION,
+    )  # fmt: skip
+    reference = filter_buffer(data, _BulkFilter(maps[1]))
+    assert walked.position == len(data) and (walked.read, walked.kept) == (5, 3)
+    ((position, size, last, max_ts, rebuilt),) = walked.batches
+    assert rebuilt and walked.rebuilt[position : position + size] == bytes(reference.output)
+    out = next(MemoryRecords(walked.rebuilt).batches())  # CRC checked
+    assert (last, max_ts) == (out.last_offset, out.max_timestamp) == (44, out.max_timestamp)
+    assert out.delete_horizon_ms == (NOW + RETENTION if tombstone else None)
+    assert [r.offset for r in out] == [42, 43, 44]

@@ -311,6 +311,31 @@ static void invalid_records(KeyOffsetMap *self, PyObject *msg) {
     if (msg) { PyErr_SetObject(state_of(self)->invalid_records, msg); Py_DECREF(msg); }
 }
 
+int encode_retained(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base_offset,
+                    int64_t base, Buf *out, int64_t *max_ts, int64_t *last_delta) {
+    const int64_t *stamps = self->stamps;
+    *max_ts = *last_delta = -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!self->keep[i]) continue;
+        int64_t ts = stamps[i], delta = self->spans[i].offset_delta;
+        if (delta <= *last_delta) {
+            invalid_records(self, PyUnicode_FromFormat(
+                "offset %lld is not above the last offset %lld",
+                (long long)(base_offset + delta), (long long)(base_offset + *last_delta)));
+            return -2;
+        }
+        *last_delta = delta;
+        if (ts < 0 && ts != -1) {
+            invalid_records(
+                self, PyUnicode_FromFormat("invalid negative timestamp %lld", (long long)ts));
+            return -2;
+        }
+        if (ts > *max_ts) *max_ts = ts;
+        if (encode_kept(out, d, &self->spans[i], ts, base) < 0) return -1;
+    }
+    return 0;
+}
+
 /* filter_records(data, count, base_offset, base_timestamp, has_lat, lat, keep_tombstones,
  *                has_horizon, horizon, new_horizon)
  *   -> (read, kept, invalid, region | None, base_timestamp, max_timestamp, horizon | None,
@@ -351,24 +376,8 @@ static PyObject *KeyOffsetMap_filter_records(KeyOffsetMap *self, PyObject *args)
         for (Py_ssize_t i = 0; i < count; i++)
             if (self->keep[i] && stamps[i] > max_ts) max_ts = stamps[i];
     } else {
-        for (Py_ssize_t i = 0; i < count; i++) {
-            if (!self->keep[i]) continue;
-            int64_t ts = stamps[i], delta = self->spans[i].offset_delta;
-            if (delta <= last_delta) {
-                invalid_records(self, PyUnicode_FromFormat(
-                    "offset %lld is not above the last offset %lld",
-                    (long long)(base_offset + delta), (long long)(base_offset + last_delta)));
-                goto done;
-            }
-            last_delta = delta;
-            if (ts < 0 && ts != -1) {
-                invalid_records(
-                    self, PyUnicode_FromFormat("invalid negative timestamp %lld", (long long)ts));
-                goto done;
-            }
-            if (ts > max_ts) max_ts = ts;
-            if (encode_kept(&out, d, &self->spans[i], ts, base) < 0) goto done;
-        }
+        if (encode_retained(self, d, count, base_offset, base, &out, &max_ts, &last_delta) < 0)
+            goto done;
         region = PyBytes_FromStringAndSize(out.p, out.len);
         if (!region) goto done;
     }

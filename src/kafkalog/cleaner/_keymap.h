@@ -85,6 +85,13 @@ Py_ssize_t map_parsed(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count,
 void decide(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base_offset,
             int keep_tombstones, Verdicts *v);
 
+/* The records decide() kept re-encoded against the timestamp `base` into out, as the
+ * reference builder writes them; *max_ts and *last_delta are the kept records' greatest
+ * timestamp and last offset delta. 0; -1 with an exception (no memory); -2 with InvalidRecords
+ * in the reference builder's words (offsets not increasing, a negative timestamp). */
+int encode_retained(KeyOffsetMap *self, const uint8_t *d, Py_ssize_t count, int64_t base_offset,
+                    int64_t base, Buf *out, int64_t *max_ts, int64_t *last_delta);
+
 PyObject *KeyOffsetMap_map_region(KeyOffsetMap *self, PyObject *args);
 PyObject *KeyOffsetMap_filter_region(KeyOffsetMap *self, PyObject *args);
 

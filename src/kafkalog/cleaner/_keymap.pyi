@@ -1,6 +1,8 @@
 # The compiled key map in _keymap.c / _keymap_runs.c (see kafkalog.cleaner.keymap for the
 # meaning of each result). Records damage raises kafkalog.records._fastcodec.CorruptRecords
 # (message, position); an invalid record InvalidRecords (message,).
+from collections.abc import Callable
+
 from typing_extensions import Buffer
 
 class KeyOffsetMap:
@@ -58,5 +60,7 @@ class KeyOffsetMap:
         upper_bound_offset: int,
         last_producer_ids: set[int],
         current_time: int,
+        new_horizon: int,
+        crc32c: Callable[[memoryview], int],
         /,
-    ) -> tuple[int, int, int, int, list[tuple[int, int, int, int]]]: ...
+    ) -> tuple[int, int, int, int, list[tuple[int, int, int, int, bool]], bytes]: ...

@@ -8,8 +8,10 @@
  * such a batch from those notes and reads only its header -- and its bytes if it stays.
  * Refuses: every batch that needs a decision of its own -- compressed, transactional, control,
  * too large for the read buffer, damaged; in the recopy also producers' last batches, the
- * batch at the upper bound and batches to rebuild. A walk stops in front of such a batch and
- * the caller's reference path takes it (damage is then reported in the scanner's words).
+ * batch at the upper bound and rebuilds the reference builder refuses. A walk stops in front
+ * of such a batch and the caller's reference path takes it (damage is then reported in the
+ * scanner's words). A batch partly kept is rebuilt here, as the reference rebuilds it: a
+ * Python rebuild cost some 80 us a batch, most of a round over keys that interleave.
  */
 #include "_keymap.h"
 
@@ -124,71 +126,157 @@ static void decide_logged(KeyOffsetMap *self, const LoggedBatch *e, int keep_tom
     }
 }
 
+static inline void store_be(uint8_t *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* The batch at `h`, parsed and decided (keep[], v), rebuilt into out as the reference does
+ * (kafkalog.records.filter._emit_retained): its header fields, the kept records re-encoded,
+ * its offset range, and a delete horizon stamped if a kept tombstone needs one. `crc` is the
+ * CRC-32C function the records layer uses. 0 with *max_ts set; -1 with an exception; -2 with
+ * the reference builder's InvalidRecords (out is left as it was either way). */
+static int rebuild_batch(KeyOffsetMap *self, const uint8_t *h, const BatchHead *b,
+                         const Verdicts *v, int64_t new_horizon, PyObject *crc, Buf *out,
+                         int64_t *max_ts) {
+    int has_horizon = (b->attributes & ATTR_DELETE_HORIZON) != 0;
+    int with_horizon = has_horizon || v->tombstone;
+    int64_t base = has_horizon ? b->base_timestamp
+                   : v->tombstone ? new_horizon
+                                  : self->stamps[v->first];
+    Py_ssize_t start = out->len;
+    if (buf_reserve(out, V2_HEADER_SIZE) < 0) return -1;
+    out->len += V2_HEADER_SIZE;
+    int64_t last_delta;
+    int rc = encode_retained(self, h + V2_HEADER_SIZE, b->count, b->base_offset, base, out,
+                             max_ts, &last_delta);
+    if (rc < 0) {
+        out->len = start;
+        return rc;
+    }
+    /* under LogAppendTime every stamp, and so *max_ts, is the batch's append time */
+    uint8_t *p = (uint8_t *)out->p + start;
+    Py_ssize_t size = out->len - start;
+    store_be(p, (uint64_t)b->base_offset, 8);
+    store_be(p + 8, (uint64_t)(size - LOG_OVERHEAD), 4);
+    memcpy(p + 12, h + 12, 4); /* partition leader epoch */
+    p[16] = 2;
+    int attributes = (b->attributes & ATTR_LOG_APPEND_TIME) | (with_horizon ? ATTR_DELETE_HORIZON : 0);
+    store_be(p + 21, (uint64_t)attributes, 2);
+    store_be(p + 23, (uint64_t)(b->last_offset - b->base_offset), 4);
+    store_be(p + 27, (uint64_t)base, 8);
+    store_be(p + 35, (uint64_t)*max_ts, 8);
+    memcpy(p + 43, h + 43, 14); /* producer id, epoch and base sequence */
+    store_be(p + 57, (uint64_t)v->kept, 4);
+    PyObject *region = PyMemoryView_FromMemory((char *)p + 21, size - 21, PyBUF_READ);
+    PyObject *sum = region ? PyObject_CallOneArg(crc, region) : NULL;
+    Py_XDECREF(region);
+    unsigned long value = sum ? PyLong_AsUnsignedLong(sum) : 0;
+    Py_XDECREF(sum);
+    if (!sum || PyErr_Occurred()) {
+        out->len = start;
+        return -1;
+    }
+    store_be(p + 17, value, 4);
+    return 0;
+}
+
 /* filter_region(buffer, segment, position, until, end, max_batch_size, upper_bound_offset,
- *               last_producer_ids, current_time)
- *   -> (position, read, kept, invalid, [(position, size, last_offset, max_timestamp), ...])
- * The recopy of the batches the walk takes, from `position`, for as long as their fate needs
- * no rebuild: none of their records stays (dropped), or all stay and no delete horizon must be
- * stamped (copied as they are; listed). It stops in front of a batch it does not take: one to
- * rebuild, the last batch of a producer in `last_producer_ids` (a set) or the batch ending at
- * `upper_bound_offset` (both kept even if empty), damage. Skipping the reference path for the
- * batches it takes loses nothing: they are neither transactional nor control batches, so the
- * transaction metadata has nothing to learn from them. */
+ *               last_producer_ids, current_time, new_horizon, crc32c)
+ *   -> (position, read, kept, invalid, [(position, size, last_offset, max_timestamp, rebuilt),
+ *       ...], rebuilt_batches)
+ * The recopy of the batches the walk takes, from `position`: dropped when none of their
+ * records stays; listed as they are (rebuilt false, a position in `buffer`) when all stay and
+ * no delete horizon must be stamped; else rebuilt into `rebuilt_batches` (rebuilt true, a
+ * position there) as the reference rebuilds them, a kept tombstone stamping `new_horizon`. It
+ * stops in front of a batch it does not take: the last batch of a producer in
+ * `last_producer_ids` (a set) or the batch ending at `upper_bound_offset` (both kept even if
+ * empty), one whose rebuild the reference builder refuses, damage. Skipping the reference path
+ * for the batches it takes loses nothing: they are neither transactional nor control batches,
+ * so the transaction metadata has nothing to learn from them. */
 PyObject *KeyOffsetMap_filter_region(KeyOffsetMap *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, until, end, max_size, read = 0, kept = 0, invalid = 0;
-    long long segment, upper, now;
-    PyObject *producers;
-    if (!PyArg_ParseTuple(args, "y*LnnnnLO!L", &view, &segment, &pos, &until, &end, &max_size,
-                          &upper, &PySet_Type, &producers, &now))
+    long long segment, upper, now, new_horizon;
+    PyObject *producers, *crc, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*LnnnnLO!LLO", &view, &segment, &pos, &until, &end, &max_size,
+                          &upper, &PySet_Type, &producers, &now, &new_horizon, &crc))
         return NULL;
     const uint8_t *d = view.buf;
     if (end > view.len) end = view.len;
+    Buf out = {0};
     PyObject *batches = PyList_New(0);
-    if (!batches) goto fail;
+    if (!batches) goto done;
     BatchHead b;
     while (pos < until && simple_batch(d, pos, end, max_size, &b) && b.last_offset + 1 != upper) {
         if (b.producer_id > -1 && PySet_GET_SIZE(producers) > 0) {
             PyObject *pid = PyLong_FromLongLong(b.producer_id);
             int last = pid ? PySet_Contains(producers, pid) : -1;
             Py_XDECREF(pid);
-            if (last < 0) goto fail;
+            if (last < 0) goto done;
             if (last) break;
         }
         int has_horizon = (b.attributes & ATTR_DELETE_HORIZON) != 0;
         int keep_tombstones = !has_horizon || now < b.base_timestamp;
+        const uint8_t *records = d + pos + V2_HEADER_SIZE;
+        int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
+        Damage damage = {0}; /* not raised: the scanner path reports it */
         Verdicts v;
         const LoggedBatch *notes = logged(self, segment, pos, &b);
+        int parsed = 0;
         if (notes) {
             decide_logged(self, notes, keep_tombstones, &v);
         } else {
-            const uint8_t *records = d + pos + V2_HEADER_SIZE;
-            int has_lat = (b.attributes & ATTR_LOG_APPEND_TIME) != 0;
-            Damage damage = {0}; /* not raised: the scanner path reports it */
-            int parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count,
-                                   b.base_timestamp, has_lat, b.max_timestamp, &damage);
-            if (parsed == -2) goto fail;
+            parsed = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count, b.base_timestamp,
+                               has_lat, b.max_timestamp, &damage);
+            if (parsed == -2) goto done;
             if (parsed < 0) break;
+            parsed = 1;
             decide(self, records, b.count, b.base_offset, keep_tombstones, &v);
         }
-        if (v.kept == b.count && v.kept > 0) {
-            if (v.tombstone && !has_horizon) break; /* a horizon to stamp: a rebuild */
-            PyObject *entry = Py_BuildValue("(nnLL)", pos, b.size, (long long)b.last_offset,
-                                            (long long)b.max_timestamp);
-            if (!entry || PyList_Append(batches, entry) < 0) { Py_XDECREF(entry); goto fail; }
-            Py_DECREF(entry);
+        int stamp = v.tombstone && !has_horizon;
+        PyObject *entry = NULL;
+        if (v.kept == b.count && v.kept > 0 && !stamp) {
+            entry = Py_BuildValue("(nnLLO)", pos, b.size, (long long)b.last_offset,
+                                  (long long)b.max_timestamp, Py_False);
         } else if (v.kept > 0) {
-            break; /* partly kept: a rebuild */
+            if (!parsed) { /* the notes decide; a rebuild needs the records themselves */
+                int rc = parse_all(self, records, b.size - V2_HEADER_SIZE, b.count,
+                                   b.base_timestamp, has_lat, b.max_timestamp, &damage);
+                if (rc == -2) goto done;
+                if (rc < 0) break;
+                decide(self, records, b.count, b.base_offset, keep_tombstones, &v);
+            }
+            Py_ssize_t at = out.len;
+            int64_t max_ts;
+            Verdicts stamped = v;
+            stamped.tombstone = stamp;
+            int rc = rebuild_batch(self, d + pos, &b, &stamped, new_horizon, crc, &out, &max_ts);
+            if (rc == -2) { /* the reference path raises it, in its words */
+                PyErr_Clear();
+                break;
+            }
+            if (rc < 0) goto done;
+            entry = Py_BuildValue("(nnLLO)", at, out.len - at, (long long)b.last_offset,
+                                  (long long)max_ts, Py_True);
         }
+        if (v.kept > 0 && (!entry || PyList_Append(batches, entry) < 0)) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_XDECREF(entry);
         read += b.count;
         kept += v.kept;
         invalid += v.invalid;
         pos += b.size;
     }
-    PyBuffer_Release(&view);
-    return Py_BuildValue("(nnnnN)", pos, read, kept, invalid, batches);
-fail:
+    PyObject *rebuilt = PyBytes_FromStringAndSize(out.p, out.len);
+    if (rebuilt) { /* N: Py_BuildValue takes both references, also when it fails */
+        result = Py_BuildValue("(nnnnNN)", pos, read, kept, invalid, batches, rebuilt);
+        batches = NULL;
+    }
+done:
     Py_XDECREF(batches);
+    buf_free(&out);
     PyBuffer_Release(&view);
-    return NULL;
+    return result;
 }

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import groupby
 
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
@@ -358,14 +359,17 @@ class Cleaner:
         walked: FilteredRegion,
         stats: CleanerStats,
     ) -> None:
-        """What the compiled walk kept, appended straight from the source mapping: the batches
-        stay as they are, so there is nothing to build and no copy to make first."""
+        """What the compiled walk kept, in order: batches kept whole straight from the source
+        mapping (no copy to make first), the ones it rebuilt from its own buffer."""
         self._count(walked.position - start, walked.read, walked.kept, stats)
-        retained = [
-            RetainedBatch(position, size, last_offset, max_timestamp, last_offset)
-            for position, size, last_offset, max_timestamp in walked.batches
-        ]
-        written = self._append_runs(dest, view, retained)
+        rebuilt = memoryview(walked.rebuilt)
+        written = 0
+        for from_rebuilt, run in groupby(walked.batches, key=lambda entry: entry[4]):
+            retained = [
+                RetainedBatch(position, size, last_offset, max_timestamp, last_offset)
+                for position, size, last_offset, max_timestamp, _ in run
+            ]
+            written += self._append_runs(dest, rebuilt if from_rebuilt else view, retained)
         stats.bytes_written += written
         self.throttler.maybe_throttle(written)
 

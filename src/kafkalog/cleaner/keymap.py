@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkalog.errors import InvalidRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from kafkalog.records.crc import crc32c
 from kafkalog.records.fastpath import batch_error, compiled_codec, fast_codec
 from kafkalog.records.filter import RetainedRecords
 
@@ -124,13 +125,16 @@ def map_region(
 
 
 class FilteredRegion(NamedTuple):
-    """How far ``filter_region`` walked, and the batches it kept whole (in order)."""
+    """How far ``filter_region`` walked, and the batches it wrote, in order: (position, size,
+    last offset, max timestamp, rebuilt), at a position in ``rebuilt`` if rebuilt, else in the
+    buffer walked (a batch kept whole)."""
 
     position: int
     read: int
     kept: int
     invalid: int
-    batches: list[tuple[int, int, int, int]]  # (position, size, last offset, max timestamp)
+    batches: list[tuple[int, int, int, int, bool]]
+    rebuilt: bytes
 
 
 def filter_region(
@@ -144,11 +148,14 @@ def filter_region(
     upper_bound_offset: int,
     last_producer_ids: set[int],
     current_time: int,
+    new_horizon: int,
 ) -> FilteredRegion:
-    """The recopy of the batches ``map_region`` would take, as far as they are dropped whole or
-    kept whole; it stops at a batch that must be rebuilt, at the last batch of a producer in
-    ``last_producer_ids``, at the batch ending at ``upper_bound_offset`` and at damage."""
-    pos, read, kept, invalid, batches = offset_map.filter_region(
+    """The recopy of the batches ``map_region`` would take: dropped, kept whole or rebuilt as
+    ``filter_records`` and the reference builder rebuild them (a kept tombstone stamping
+    ``new_horizon``). It stops at the last batch of a producer in ``last_producer_ids``, at
+    the batch ending at ``upper_bound_offset``, at a rebuild the reference builder refuses and
+    at damage."""
+    pos, read, kept, invalid, batches, rebuilt = offset_map.filter_region(
         buffer,
         segment,
         position,
@@ -158,5 +165,7 @@ def filter_region(
         upper_bound_offset,
         last_producer_ids,
         current_time,
+        new_horizon,
+        crc32c,
     )
-    return FilteredRegion(int(pos), int(read), int(kept), int(invalid), batches)
+    return FilteredRegion(int(pos), int(read), int(kept), int(invalid), batches, rebuilt)

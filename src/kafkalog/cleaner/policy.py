@@ -205,6 +205,7 @@ class LogCleanerFilter:
             upper_bound_offset=self.upper_bound_offset,
             last_producer_ids=self._last_producer_ids,
             current_time=self.current_time,
+            new_horizon=self.current_time + self.delete_retention_ms,
         )
         self.counters.invalid_messages += walked.invalid
         return walked
