@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import NamedTuple
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
@@ -335,11 +335,16 @@ class RecordBatch:
                 offset=self.header.base_offset,
             ) from err
 
-    @contextmanager
-    def records_view(self) -> Iterator[bytes | bytearray | memoryview]:
+    def records_view(self) -> AbstractContextManager[bytes | bytearray | memoryview]:
         """The records region decompressed, like ``records_data``, for use inside the ``with``
         block only (see ``compression.decompressed``): for compiled loops that copy out what
-        they keep."""
+        they keep. An uncompressed batch's is a view of its bytes, at no cost per batch."""
+        if not self.header.compression:
+            return nullcontext(self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes])
+        return self._decompressed_view()
+
+    @contextmanager
+    def _decompressed_view(self) -> Iterator[bytes | bytearray | memoryview]:
         payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
         entered = False
         try:

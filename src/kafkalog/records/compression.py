@@ -14,7 +14,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import cramjam
 import lz4.frame
@@ -328,15 +328,21 @@ _SCRATCH = threading.local()
 SCRATCH_KEEP_MAX = 8 << 20
 
 
-@contextmanager
-def decompressed(codec: CompressionType, data: Buffer, *, magic: int = 2) -> Iterator[Buffer]:
+def decompressed(
+    codec: CompressionType, data: Buffer, *, magic: int = 2
+) -> AbstractContextManager[Buffer]:
     """The payload decompressed, for use inside the ``with`` block only: an LZ4 frame is
     decompressed into this thread's reused buffer, whose view is released on leaving (a view
     kept past the block fails loudly rather than show the next batch). A nested use, as from a
-    collector callback in the middle of a decode, gets a buffer of its own."""
+    collector callback in the middle of a decode, gets a buffer of its own. Other codecs, and
+    none, cost no generator a batch."""
     if codec is not CompressionType.LZ4:
-        yield decompress(codec, data, magic=magic) if codec else data
-        return
+        return nullcontext(decompress(codec, data, magic=magic) if codec else data)
+    return _lz4_in_scratch(data, magic)
+
+
+@contextmanager
+def _lz4_in_scratch(data: Buffer, magic: int) -> Iterator[Buffer]:
     scratch: bytearray | None = getattr(_SCRATCH, "buffer", None)
     _SCRATCH.buffer = None
     try:

@@ -73,11 +73,15 @@ def read_range(r: OffsetRange, schema: pa.Schema | None = None) -> Iterator[pa.R
     topic = pa.scalar(r.topic, pa.string())
     partition = pa.scalar(r.partition, pa.int32())
 
+    # the topic and partition columns of the last flush: consecutive ones are often as long
+    constants: list[pa.Array] = [pa.repeat(topic, 0), pa.repeat(partition, 0)]
+
     def flush() -> pa.RecordBatch:
         offset, timestamp, ts_type, key, value, *headers = columns.finish()
         n = len(offset)
-        topic_col = pa.repeat(topic, n)
-        partition_col = pa.repeat(partition, n)
+        if len(constants[0]) != n:
+            constants[:] = [pa.repeat(topic, n), pa.repeat(partition, n)]
+        topic_col, partition_col = constants
         arrays = [key, value, topic_col, partition_col, offset, timestamp, ts_type, *headers]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
