@@ -198,13 +198,13 @@ static PyObject *make_record(PyTypeObject *type, const uint8_t *d, const RecordS
     if (!headers) goto fail;
     if (log_append_time != Py_None) {
         ts = Py_NewRef(log_append_time);
-    } else if (shared->ts && !__builtin_add_overflow(base_ts, r->ts_delta, &want) &&
-               want == shared->ts_value) {
+    } else if (__builtin_add_overflow(base_ts, r->ts_delta, &want)) {
+        ts = int_sum(base_ts, r->ts_delta); /* beyond int64: never shared */
+    } else if (shared->ts && want == shared->ts_value) {
         ts = Py_NewRef(shared->ts);
-    } else if ((ts = int_sum(base_ts, r->ts_delta)) && PyLong_CheckExact(ts)) {
-        int overflow;
-        shared->ts_value = PyLong_AsLongLongAndOverflow(ts, &overflow);
-        shared->ts = overflow ? NULL : ts;
+    } else if ((ts = PyLong_FromLongLong(want))) {
+        shared->ts_value = want;
+        shared->ts = ts;
     }
     offset = ts ? int_sum(base_offset, r->offset_delta) : NULL;
     /* Never tracked by the cycle collector (PyObject_GC_New leaves it untracked), like its
