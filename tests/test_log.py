@@ -172,6 +172,22 @@ def test_a_split_append_reports_the_batch_of_its_max_timestamp(
     assert log.active_segment._max_timestamp_so_far() == (NOW + 9, first_top.last_offset)
 
 
+def test_a_leader_append_ignores_the_offsets_its_records_carry(tmp_path: Path) -> None:
+    """Records read elsewhere carry offsets of any size or type; the leader gives its own and
+    writes the bytes it writes for the same records without them."""
+    odd = [Record(b"v%d" % i, b"k", timestamp=NOW, offset=o) for i, o in enumerate(
+        [2**70, True, -7, 9, 2**63 - 1]
+    )]  # fmt: skip
+    plain = [Record(r.value, r.key, timestamp=NOW) for r in odd]
+    logs = [open_log(tmp_path / name) for name in ("odd", "plain")]
+    for log, records in zip(logs, (odd, plain), strict=True):
+        for chunk in (records[:2], records[2:3], records[3:4], records[4:]):
+            log.append(chunk)  # 9 alone at offset 3: an offset the encoder could mistake
+    odd_bytes, plain_bytes = (log.read(0, 1 << 20).records.read() for log in logs)
+    assert odd_bytes == plain_bytes
+    assert [r.offset for r in logs[0].read_records(0)] == [0, 1, 2, 3, 4]
+
+
 def test_follower_accepts_batches_above_max_message_bytes(tmp_path: Path) -> None:
     log = open_log(tmp_path, max_message_bytes=100)
     log.append_as_follower(MemoryRecords.build(recs(3, size=60)))

@@ -107,12 +107,13 @@ static int plan_record(PyTypeObject *type, PyObject *rec, const EncodeArgs *a,
         ts = PyLong_AsLongLongAndOverflow(ts_obj, &overflow);
         if (overflow || ts < -1) return 0; /* the reference refuses or writes it its own way */
     }
-    if (!PyLong_CheckExact(offset_obj)) return 0;
-    offset = PyLong_AsLongLongAndOverflow(offset_obj, &overflow);
-    if (overflow) return 0;
     int64_t delta = (int64_t)*last_delta + 1;
-    if (a->keep_offsets && offset >= 0 && __builtin_sub_overflow(offset, a->base_offset, &delta))
-        return 0;
+    if (a->keep_offsets) { /* else the reference never reads the record's offset either */
+        if (!PyLong_CheckExact(offset_obj)) return 0;
+        offset = PyLong_AsLongLongAndOverflow(offset_obj, &overflow);
+        if (overflow) return 0;
+        if (offset >= 0 && __builtin_sub_overflow(offset, a->base_offset, &delta)) return 0;
+    }
     if (delta <= *last_delta || delta > INT32_MAX) return 0;
     if (!has_base) *base_ts = ts;
     int64_t tsd;
