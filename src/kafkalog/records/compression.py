@@ -189,33 +189,39 @@ def _lz4_plain_blocks(view: memoryview) -> tuple[list[tuple[int, int]], int] | N
     return None
 
 
+# LZ4's densest sequence turns each match-length byte into 255 bytes: no block yields more than
+# 255 bytes per byte it holds (a bound on what a frame of many tiny blocks may make us reserve)
+_LZ4_MAX_RATIO = 255
+
+
 def _lz4_decompress_into(view: memoryview, magic: int, scratch: bytearray | None) -> memoryview:
-    """The frame's content in ``scratch`` (or a new buffer when that is too small), block by
-    block: one buffer the caller reuses, where the library's frame reader grows a fresh one
-    by copies (a third of the time of a 1 MiB batch). Any other frame goes to the library."""
+    """The frame's content in ``scratch`` (grown as needed), block by block: one buffer the
+    caller reuses, where the library's frame reader grows a fresh one by copies (a third of the
+    time of a 1 MiB batch). Any other frame goes to the library."""
     frame = _lz4_frame(view, magic)
     plain = _lz4_plain_blocks(frame)
     if plain is None:
         return memoryview(lz4.frame.decompress(frame))
     blocks, block_max = plain
-    need = len(blocks) * block_max
-    out = scratch if scratch is not None and len(scratch) >= need else bytearray(need)
-    target = memoryview(out)
+    out = scratch if scratch is not None else bytearray()
     at = 0
     for pos, word in blocks:
         size = word & ~_LZ4_UNCOMPRESSED_BLOCK
-        if word & _LZ4_UNCOMPRESSED_BLOCK:
-            if size > block_max:
-                raise CorruptRecordError("LZ4 stored block is larger than the block size")
-            target[at : at + size] = frame[pos : pos + size]
-            at += size
-        else:
-            space = target[at : at + block_max]
-            at += cramjam.lz4.decompress_block_into(frame[pos : pos + size], space, block_max)
-            space.release()
-    view_of = target[:at]
-    target.release()
-    return view_of
+        stored = word & _LZ4_UNCOMPRESSED_BLOCK
+        if stored and size > block_max:
+            raise CorruptRecordError("LZ4 stored block is larger than the block size")
+        room = size if stored else min(block_max, size * _LZ4_MAX_RATIO)
+        if at + room > len(out):
+            out += bytes(max(at + room, 2 * len(out)) - len(out))
+        with memoryview(out) as target:
+            if stored:
+                target[at : at + size] = frame[pos : pos + size]
+                at += size
+            else:
+                space = target[at : at + room]
+                at += cramjam.lz4.decompress_block_into(frame[pos : pos + size], space, room)
+                space.release()
+    return memoryview(out)[:at]
 
 
 # --- gzip and zstd ------------------------------------------------------------------------------
@@ -360,8 +366,10 @@ def _lz4_in_scratch(data: Buffer, magic: int) -> Iterator[Buffer]:
     finally:
         used = view.obj
         view.release()
-        fresh = isinstance(used, bytearray) and len(used) <= SCRATCH_KEEP_MAX
-        _SCRATCH.buffer = used if fresh else scratch
+        if isinstance(used, bytearray):  # the scratch, grown or new
+            _SCRATCH.buffer = used if len(used) <= SCRATCH_KEEP_MAX else None
+        else:  # the library's output: the scratch was not touched
+            _SCRATCH.buffer = scratch
 
 
 def decompress(codec: CompressionType, data: Buffer, *, magic: int = 2) -> bytes:
