@@ -132,17 +132,18 @@ static inline void store_be(uint8_t *p, uint64_t v, int n) {
 
 /* The batch at `h`, parsed and decided (keep[], v), rebuilt into out as the reference does
  * (kafkalog.records.filter._emit_retained): its header fields, the kept records re-encoded,
- * its offset range, and a delete horizon stamped if a kept tombstone needs one. `crc` is the
+ * its offset range, and `new_horizon` stamped as its delete horizon if `stamp` (a kept
+ * tombstone in a batch that has none). `crc` is the
  * CRC-32C function the records layer uses. 0 with *max_ts set; -1 with an exception; -2 with
  * the reference builder's InvalidRecords (out is left as it was either way). */
 static int rebuild_batch(KeyOffsetMap *self, const uint8_t *h, const BatchHead *b,
-                         const Verdicts *v, int64_t new_horizon, PyObject *crc, Buf *out,
-                         int64_t *max_ts) {
+                         const Verdicts *v, int stamp, int64_t new_horizon, PyObject *crc,
+                         Buf *out, int64_t *max_ts) {
     int has_horizon = (b->attributes & ATTR_DELETE_HORIZON) != 0;
-    int with_horizon = has_horizon || v->tombstone;
+    int with_horizon = has_horizon || stamp;
     int64_t base = has_horizon ? b->base_timestamp
-                   : v->tombstone ? new_horizon
-                                  : self->stamps[v->first];
+                   : stamp     ? new_horizon
+                               : self->stamps[v->first];
     Py_ssize_t start = out->len;
     if (buf_reserve(out, V2_HEADER_SIZE) < 0) return -1;
     out->len += V2_HEADER_SIZE;
@@ -248,9 +249,8 @@ PyObject *KeyOffsetMap_filter_region(KeyOffsetMap *self, PyObject *args) {
             }
             Py_ssize_t at = out.len;
             int64_t max_ts;
-            Verdicts stamped = v;
-            stamped.tombstone = stamp;
-            int rc = rebuild_batch(self, d + pos, &b, &stamped, new_horizon, crc, &out, &max_ts);
+            int rc = rebuild_batch(self, d + pos, &b, &v, stamp, new_horizon, crc, &out,
+                                   &max_ts);
             if (rc == -2) { /* the reference path raises it, in its words */
                 PyErr_Clear();
                 break;

@@ -322,6 +322,14 @@ class RecordBatch:
     def _where(self) -> int | None:
         return self.position if self.position >= 0 else None
 
+    def records_error(self, reason: str) -> CorruptRecordError:
+        """Damage inside the records region, said with this batch's position and offset."""
+        return CorruptRecordError(
+            f"batch records are invalid: {reason}",
+            position=self._where(),
+            offset=self.header.base_offset,
+        )
+
     def records_data(self) -> bytes | memoryview:
         """The records region, decompressed (a view when the batch is not compressed)."""
         payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
@@ -329,11 +337,7 @@ class RecordBatch:
         try:
             return compression.decompress(codec, payload) if codec else payload
         except CorruptRecordError as err:
-            raise CorruptRecordError(
-                f"batch records are invalid: {err.reason}",
-                position=self._where(),
-                offset=self.header.base_offset,
-            ) from err
+            raise self.records_error(err.reason) from err
 
     def records_view(self) -> AbstractContextManager[bytes | bytearray | memoryview]:
         """The records region decompressed, like ``records_data``, for use inside the ``with``
@@ -354,11 +358,7 @@ class RecordBatch:
         except CorruptRecordError as err:
             if entered:  # the caller's own, framed as it chose
                 raise
-            raise CorruptRecordError(
-                f"batch records are invalid: {err.reason}",
-                position=self._where(),
-                offset=self.header.base_offset,
-            ) from err
+            raise self.records_error(err.reason) from err
 
     def records(self) -> list[Record]:
         """All records of the batch (decompressed and decoded once, then cached)."""
@@ -375,17 +375,9 @@ class RecordBatch:
                     else:  # the reference slices bytes
                         self._records = decode_records(bytes(data), *fields)
             except CorruptRecordError as err:
-                raise CorruptRecordError(
-                    f"batch records are invalid: {err.reason}",
-                    position=self._where(),
-                    offset=header.base_offset,
-                ) from err
+                raise self.records_error(err.reason) from err
             except record_loops.corrupt as err:  # the compiled loop's words, framed alike
-                raise CorruptRecordError(
-                    f"batch records are invalid: {err.args[0]}",
-                    position=self._where(),
-                    offset=header.base_offset,
-                ) from None
+                raise self.records_error(err.args[0]) from None
         return self._records
 
     def __iter__(self) -> Iterator[Record]:

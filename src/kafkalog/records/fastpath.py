@@ -151,8 +151,4 @@ def add_batch(
 def batch_error(batch: RecordBatch, err: Exception) -> CorruptRecordError:
     """The compiled loop's complaint as the reference words it for a batch."""
     message, _ = err.args
-    return CorruptRecordError(
-        f"batch records are invalid: {message}",
-        position=batch.position if batch.position >= 0 else None,
-        offset=batch.base_offset,
-    )
+    return batch.records_error(message)
