@@ -24,6 +24,7 @@ setup(
                 "src/kafkalog/records/_fastcodec.c",
                 "src/kafkalog/records/_record_objects.c",
                 "src/kafkalog/records/_record_encode.c",
+                "src/kafkalog/records/_batch_search.c",
             ],
             depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_record_objects.h"],
             # hidden symbols: only PyInit__fastcodec is exported

@@ -9,6 +9,7 @@ KAFKALOG_REQUIRE_FAST=1 so a build that silently lost the extension fails here.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
 from kafkalog.records.columnar import RecordColumns
 from kafkalog.records.fastpath import compiled_codec, fast_codec, use_fast_path
 from kafkalog.records.record import decode_records
+from kafkalog.records.scanner import search_offset
 from kafkalog.testing.strategies import records as record_lists
 
 COMPILED = compiled_codec() is not None
@@ -376,3 +378,99 @@ def test_each_codec_instance_raises_its_own_corrupt_records() -> None:
     assert raised.value.args == ("record declares an invalid length", 0)
     loaded = fast_codec()
     assert loaded is not None and not isinstance(raised.value, loaded.CorruptRecords)
+
+
+# --- the offset search of every fetch --------------------------------------------------------
+
+_OFFSETS = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([0, 3, 2**63 - 1, 2**63 - 4, -(2**63), -1]),
+)
+_ENTRIES = st.lists(
+    st.tuples(
+        st.sampled_from([2, 2, 2, 2, 1, 0, 3, -1]),  # magic: mostly v2, legacy, invalid
+        st.one_of(st.integers(-2, 3), _OFFSETS.map(lambda o: ("at", o))),  # step or offset
+        st.one_of(st.integers(0, 3), st.integers(-(2**31), 2**31 - 1)),  # last offset delta
+        st.one_of(st.integers(44, 60), st.integers(44, 60), st.integers(0, 70)),  # after magic
+        st.one_of(st.none(), st.none(), st.none(), st.integers(-(2**31), 2**31 - 1)),  # a lie
+    ),
+    max_size=8,
+)
+
+
+def _headers(entries: list[tuple[int, Any, int, int, int | None]], tail: bytes) -> bytes:
+    """Batch headers laid back to back (bodies of zeros): v2's last offset delta in place; a
+    base offset is given, or a step from the last offset before it."""
+    out, last = bytearray(), 0
+    for magic, base, delta, body, lie in entries:
+        base = base[1] if isinstance(base, tuple) else max(-(2**63), min(2**63 - 1, last + base))
+        size = lie if lie is not None else 5 + body
+        entry = bytearray(struct.pack(">qiib", base, size, 0, magic)) + bytes(body)
+        if len(entry) >= 27:
+            struct.pack_into(">i", entry, 23, delta)
+        last = base + delta if magic == 2 else base
+        out += entry
+    return bytes(out + tail)
+
+
+def _search(data: bytes, position: int, stop: int, target: int) -> object:
+    try:
+        return search_offset(data, position, stop, target)
+    except CorruptRecordError as err:
+        return ("CorruptRecordError", str(err), err.position, err.offset)
+
+
+@needs_compiled
+@given(
+    _ENTRIES,
+    st.binary(max_size=30),
+    st.one_of(st.just(0), st.just(0), st.integers(-3, 400)),
+    st.one_of(st.just(10**6), st.integers(0, 400)),
+    st.one_of(
+        st.integers(-3, 12),
+        _OFFSETS,
+        st.sampled_from([2**63, 2**64, -(2**63) - 1, -(2**70)]),  # beyond int64
+    ),
+)
+def test_the_offset_search_walks_alike(
+    entries: list[tuple[int, Any, int, int, int | None]],
+    tail: bytes,
+    position: int,
+    stop: int,
+    target: int,
+) -> None:
+    """Same batch found, same stop, same damage (a last offset that does not rise), and an
+    offset beyond int64 answered by the reference in both."""
+    data = _headers(entries, tail)
+    stop = min(stop, len(data))
+    reference, compiled = both(lambda: _search(data, position, stop, target))
+    assert compiled == reference
+
+
+@needs_compiled
+def test_the_offset_search_finds_and_refuses_as_kafka_does() -> None:
+    before = fast_codec() is not None
+    data = _headers([(2, ("at", 0), 4, 60, None), (2, 1, 4, 60, None), (2, 1, 0, 60, None)], b"")
+    size = 77
+    for fast in (False, True):
+        use_fast_path(fast)
+        try:
+            assert search_offset(data, 0, len(data), 7) == (size, size, 9)
+            assert search_offset(data, 0, len(data), 11) is None
+            assert search_offset(data, 0, len(data) - 1, 10) is None  # the last batch is partial
+            # the batch after the one found must rise above it too
+            bad = _headers([(2, ("at", 0), 4, 60, None), (2, -1, 0, 60, None)], b"")
+            with pytest.raises(CorruptRecordError, match="3 does not follow the offset 4") as e:
+                search_offset(bad, 0, len(bad), 0)
+            assert (e.value.position, e.value.offset) == (size, 3)
+            # offsets beyond int64: a last offset the base offset and its delta make, a target
+            top = _headers([(2, ("at", 2**63 - 1), 2, 60, None)], b"")
+            assert search_offset(top, 0, len(top), 2**63) == (0, size, 2**63 + 1)
+            assert search_offset(top, 0, len(top), 2**64) is None
+            near = _headers([(2, ("at", 2**63 - 9), 0, 60, None), (2, 4, 10, 60, None)], b"")
+            assert search_offset(near, 0, len(near), 0) == (0, size, 2**63 - 9)
+            assert search_offset(data, 0, len(data), 2**64) is None
+            assert search_offset(data, 0, len(data), -(2**64)) == (0, size, 4)
+            assert search_offset(data, -5, len(data), 0) == (0, size, 4)  # from the start
+        finally:
+            use_fast_path(before)

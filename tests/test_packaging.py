@@ -38,6 +38,7 @@ def test_sdist_builds_a_wheel_with_the_compiled_extensions(tmp_path: Path) -> No
     for source in ("src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_fastcodec.h",
                    "src/kafkalog/records/_record_objects.c",
                    "src/kafkalog/records/_record_encode.c",
+                   "src/kafkalog/records/_batch_search.c",
                    "src/kafkalog/records/_record_objects.h",
                    "src/kafkalog/cleaner/_keymap.c", "src/kafkalog/cleaner/_pagein.c",
                    "LICENSE", "README.md"):  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import ManualClock, MemoryRecords, Record
-from kafkalog.errors import InvalidArgumentError
+from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records import ScanStop
 from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.segment import LogSegment, LogSegmentOffsetOverflowError, SegmentParams
@@ -44,6 +44,20 @@ def test_file_records_append_read_slice(tmp_path: Path) -> None:
     found = fr.search_for_offset_with_size(3, 0)
     assert found is not None and (found.last_offset, found.position) == (4, len(a))
     assert fr.search_for_offset_with_size(5, 0) is None
+
+
+def test_file_records_search_names_the_file_of_offsets_out_of_order(tmp_path: Path) -> None:
+    fr = FileRecords(tmp_path / "f.log")
+    first, second = batch(5, 2), batch(3, 2)  # last offsets 6, then 4: a base offset gone wrong
+    fr.append(first)
+    fr.append(second)
+    with pytest.raises(CorruptRecordError, match="4 does not follow the offset 6") as err:
+        fr.search_for_offset_with_size(0, 0)
+    assert (err.value.file, err.value.position, err.value.offset) == (
+        str(fr.path),
+        len(first),
+        4,
+    )
 
 
 def test_file_records_trailing_partial_bytes_are_ignored(tmp_path: Path) -> None:

@@ -106,3 +106,11 @@ def encode_records(
 # (records with a null key, least and greatest timestamp given: not None, not -1), or None when
 # any item is not an exact Record or has a timestamp that is not a plain int.
 def record_facts(records: Sequence[Record], /) -> tuple[int, int | None, int | None] | None: ...
+
+# The offset search of a fetch from `position` (kafkalog.records.scanner.search_offset): None
+# where the walk stops first; (0, position, size, last offset) of the first whole batch whose
+# last offset is >= target; (1, position, last offset, previous) at a last offset that does not
+# rise; (2, 0, 0, 0) when an offset is beyond int64 and the reference must answer.
+def search_offset(
+    buffer: Buffer, position: int, stop: int, target: int, /
+) -> tuple[int, int, int, int] | None: ...

@@ -15,6 +15,7 @@ typedef struct {
 
 extern PyType_Spec record_type_spec;
 extern PyMethodDef record_methods[]; /* decode_records, encode_records, record_facts */
+extern PyMethodDef search_methods[]; /* search_offset, in _batch_search.c */
 
 /* from _fastcodec.c, which owns the module state */
 PyTypeObject *codec_record_type(PyObject *module);

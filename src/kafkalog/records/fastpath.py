@@ -52,6 +52,9 @@ class CompiledCodec(CompiledRecordLoops, Protocol):
     def partitions_for_keys(
         self, keys: _fc.BinarySpec | None, rows: int, partitions: int, /
     ) -> bytes: ...
+    def search_offset(
+        self, buffer: Buffer, position: int, stop: int, target: int, /
+    ) -> tuple[int, int, int, int] | None: ...
 
 
 _load_error: list[str] = []  # why the extension did not load, for the Spark executors' warning

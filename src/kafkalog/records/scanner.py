@@ -28,6 +28,7 @@ from kafkalog.records.batch import (
     RecordBatchHeader,
 )
 from kafkalog.records.crc import crc32c
+from kafkalog.records.fastpath import fast_codec
 from kafkalog.records.legacy import MIN_MESSAGE_SIZE, LegacyRecordBatch
 
 Buffer = bytes | bytearray | memoryview
@@ -246,6 +247,57 @@ def batch_extent(buffer: Buffer, pos: int, stop: int) -> tuple[int, int] | None:
     if total < RECORD_BATCH_OVERHEAD:
         return None
     return total, offset + _LAST_OFFSET_DELTA.unpack_from(buffer, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+
+
+def search_offset(
+    buffer: Buffer, position: int, stop: int, target: int
+) -> tuple[int, int, int] | None:
+    """(position, size, last offset) of the first whole batch from ``position`` whose last
+    offset is >= ``target``, or None where the walk stops first: the search of every fetch
+    (Kafka's ``FileRecords.searchForOffsetWithSize``), headers only, no CRC. A last offset
+    that does not rise above the one before it, or above the found batch's in the batch after
+    it, is damage, not an answer (a flipped bit in a base offset is outside the CRC):
+    CorruptRecordError with its position and offset. The compiled walk when it is in use."""
+    fast = fast_codec()
+    if fast is None:
+        return _search_offset(buffer, position, stop, target)
+    found = fast.search_offset(buffer, position, stop, target)
+    if found is None:
+        return None
+    kind, at, first, second = found
+    if kind == 0:
+        return at, first, second
+    if kind == 1:
+        raise _offsets_out_of_order(at, first, second)
+    return _search_offset(buffer, position, stop, target)  # an offset beyond int64
+
+
+def _search_offset(
+    buffer: Buffer, position: int, stop: int, target: int
+) -> tuple[int, int, int] | None:
+    """The reference walk of ``search_offset``."""
+    position = max(position, 0)
+    previous = -1
+    while (found := batch_extent(buffer, position, stop)) is not None:
+        size, last = found
+        if last <= previous:
+            raise _offsets_out_of_order(position, last, previous)
+        if last >= target:
+            after = batch_extent(buffer, position + size, stop)
+            if after is not None and after[1] <= last:
+                raise _offsets_out_of_order(position + size, after[1], last)
+            return position, size, last
+        previous = last
+        position += size
+    return None
+
+
+def _offsets_out_of_order(position: int, last: int, previous: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"batch last offset {last} does not follow the offset {previous} before it",
+        position=position,
+        offset=last,
+    )
 
 
 # enough of a batch's start to tell its size and, for v2, its attributes

@@ -23,9 +23,9 @@ from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogEr
 from kafkalog.records import AnyBatch, BatchScanner, MemoryRecords, ScanStop
 from kafkalog.records.scanner import (
     CONTROL_PROBE_SIZE,
-    batch_extent,
     next_batch_size,
     probe_control,
+    search_offset,
 )
 from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
 from kafkalog.types import INT32_MAX
@@ -408,32 +408,16 @@ class FileRecords:
             if mapping is None:
                 return None
             stop = min(stop, len(mapping))
-            # struct reads the mapping directly: no view, no generator on the path of every fetch
-            position = max(start_position, 0)
             buffer = cast("bytes", mapping)  # any buffer does; the records layer does not name mmap
-            previous = -1
-            while (found := batch_extent(buffer, position, stop)) is not None:
-                size, last = found
-                if last <= previous:
-                    self._offsets_out_of_order(position, last, previous)
-                if last >= target:
-                    after = batch_extent(buffer, position + size, stop)
-                    if after is not None and after[1] <= last:
-                        self._offsets_out_of_order(position + size, after[1], last)
-                    return BatchPosition(last, position, size)
-                previous = last
-                position += size
-            return None
+            try:
+                found = search_offset(buffer, start_position, stop, target)
+            except CorruptRecordError as err:
+                raise CorruptRecordError(
+                    err.reason, file=str(self.path), position=err.position, offset=err.offset
+                ) from None
+            return None if found is None else BatchPosition(found[2], found[0], found[1])
         finally:
             self._unpin()
-
-    def _offsets_out_of_order(self, position: int, last: int, previous: int) -> None:
-        raise CorruptRecordError(
-            f"batch last offset {last} does not follow the offset {previous} before it",
-            file=str(self.path),
-            position=position,
-            offset=last,
-        )
 
     def search_for_timestamp(
         self, target: int, start_position: int, starting_offset: int
