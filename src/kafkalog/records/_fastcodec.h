@@ -96,6 +96,11 @@ static inline int read_uvarint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos
                                uint64_t *out, Damage *damage) {
     uint64_t result = 0;
     Py_ssize_t p = *pos;
+    if (p < end && d[p] < 0x80) { /* most lengths and deltas of small records: one byte */
+        *out = d[p];
+        *pos = p + 1;
+        return 0;
+    }
     for (int i = 0; i < max_bytes; i++) {
         if (p + i >= end) return damaged(damage, "varint runs past the end of the buffer", p);
         uint8_t b = d[p + i];
@@ -180,6 +185,10 @@ typedef struct {
  * forms, no surrogates, nothing above U+10FFFF. */
 static inline int utf8_valid(const uint8_t *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) { /* header keys are mostly ASCII: 8 at a time */
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ULL) break;
+    }
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) { i++; continue; }
