@@ -12,6 +12,7 @@ import copy
 import gc
 import inspect
 import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -341,3 +342,67 @@ def test_both_types_have_the_same_signature() -> None:
 def test_append_records_refuses_what_is_not_records_with_our_error(bad: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="Record"):
         RecordBatchBuilder().append_records(bad)
+
+
+# --- freed records kept for the next decode ---------------------------------------------------
+
+
+def _batch_of(n: int, tag: bytes) -> bytes:
+    recs = [Record(tag + b"-%d" % i, b"k%d" % i, [("h", tag)], 1000 + i) for i in range(n)]
+    return bytes(MemoryRecords.build(recs))
+
+
+@needs_compiled
+def test_reused_records_never_show_another_batch() -> None:
+    """Records freed go back to a freelist the next decode takes from: a record still held
+    keeps its fields, a reused one has only its new batch's, and user-made records and a
+    subclass's instances, freed among them, change nothing."""
+
+    class Tagged(Record):
+        pass
+
+    kept = list(MemoryRecords(_batch_of(3000, b"a")).records())  # more than the freelist keeps
+    for round_ in range(4):
+        tag = b"r%d" % round_
+        made = [Record(b"mine", None, (), 1), Tagged(b"sub")]
+        got = list(MemoryRecords(_batch_of(2500, tag)).records())
+        assert [(r.value, r.key, r.headers, r.timestamp, r.offset) for r in got] == [
+            (tag + b"-%d" % i, b"k%d" % i, [("h", tag)], 1000 + i, i) for i in range(2500)
+        ]
+        assert all(type(r) is Record for r in got)
+        del got[::2], made
+        gc.collect()
+    assert [(r.value, r.offset) for r in kept] == [(b"a-%d" % i, i) for i in range(3000)]
+    # a record kept for reuse holds none of its old fields (the freelist emptied first, as a
+    # full one frees instead)
+    drained = list(MemoryRecords(_batch_of(2100, b"d")).records())
+    value, key, headers = b"v" * 100, b"k" * 100, [("h", b"h")]
+    before = [sys.getrefcount(x) for x in (value, key, headers)]
+    records = [Record(value, key, headers, 1) for _ in range(100)]
+    del records
+    assert [sys.getrefcount(x) for x in (value, key, headers)] == before
+    assert len(drained) == 2100
+
+
+@needs_compiled
+def test_records_outliving_their_codec_instance_are_freed_safely() -> None:
+    """A second instance of the extension (as a subinterpreter would load) decodes records that
+    are freed after the instance itself is gone: its freelist is emptied when the module is,
+    and later frees go straight back to the allocator."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("kafkalog.records._fastcodec")
+    assert spec is not None and spec.loader is not None
+    second: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(second)
+    region = _batch_of(50, b"x")[61:]
+    first = second.decode_records(region, 50, 0, 0, None)
+    del first[:25]  # into the instance's freelist
+    later = second.decode_records(region, 50, 0, 0, None)  # from it
+    record_type = type(later[0])
+    del second, spec
+    gc.collect()
+    assert [r.value for r in first] == [b"x-%d" % i for i in range(25, 50)]
+    del first, later
+    gc.collect()
+    assert record_type(b"still usable").value == b"still usable"

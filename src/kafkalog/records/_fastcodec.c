@@ -22,6 +22,7 @@ typedef struct {
     PyObject *invalid_records; /* (message,) -> InvalidRecordError */
     PyObject *column_builder;  /* the heap type */
     PyObject *record;          /* the Record heap type */
+    RecordFreelist free_records;
 } CodecState;
 
 static inline CodecState *codec_state(PyObject *module) {
@@ -515,6 +516,11 @@ PyTypeObject *codec_record_type(PyObject *module) {
 
 PyObject *codec_corrupt_records(PyObject *module) { return codec_state(module)->corrupt_records; }
 
+RecordFreelist *codec_record_freelist(PyObject *module) {
+    CodecState *st = codec_state(module);
+    return st && st->record ? &st->free_records : NULL;
+}
+
 static PyMethodDef module_methods[] = {
     {"encode", encode, METH_VARARGS,
      "encode(row_start, row_end, max_bytes, keys, values, timestamps, headers) -> "
@@ -558,6 +564,7 @@ static int codec_clear(PyObject *m) {
     Py_CLEAR(st->invalid_records);
     Py_CLEAR(st->column_builder);
     Py_CLEAR(st->record);
+    record_freelist_clear(&st->free_records);
     return 0;
 }
 
