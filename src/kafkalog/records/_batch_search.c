@@ -13,33 +13,22 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_fastcodec.h"
 #include "_record_objects.h"
 
 enum {
-    LOG_OVERHEAD = 12,            /* base offset and size, every magic */
-    UP_TO_MAGIC = 17,             /* base offset, size, leader epoch or CRC, magic */
-    MIN_ENTRY_SIZE = 14,          /* the smallest legal v0 message */
-    V2_OVERHEAD = 61,             /* a v2 batch header */
+    UP_TO_MAGIC = 17,    /* base offset, size, leader epoch or CRC, magic */
+    MIN_ENTRY_SIZE = 14, /* the smallest legal v0 message */
     LAST_OFFSET_DELTA_AT = 23,
 };
-
-static int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-    return (int64_t)v;
-}
-
-static int32_t be32(const uint8_t *p) {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-}
 
 /* batch_extent: 1 with *size and *last for a whole batch at pos; 0 where the walk stops (a
  * partial or malformed batch); -1 when its last offset does not fit int64. */
 static int extent(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t *size,
                   int64_t *last) {
     if (stop - pos < UP_TO_MAGIC) return 0;
-    int64_t base = be64(d + pos);
-    int64_t total = (int64_t)be32(d + pos + 8) + LOG_OVERHEAD;
+    int64_t base = (int64_t)load_be(d + pos, 8);
+    int64_t total = (int64_t)(int32_t)load_be(d + pos + 8, 4) + LOG_OVERHEAD;
     int8_t magic = (int8_t)d[pos + 16];
     if (total < MIN_ENTRY_SIZE + LOG_OVERHEAD || total > stop - pos || magic > 2 || magic < 0)
         return 0;
@@ -48,8 +37,9 @@ static int extent(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t 
         *last = base;
         return 1;
     }
-    if (total < V2_OVERHEAD) return 0;
-    if (__builtin_add_overflow(base, (int64_t)be32(d + pos + LAST_OFFSET_DELTA_AT), last))
+    if (total < V2_HEADER_SIZE) return 0;
+    int32_t delta = (int32_t)load_be(d + pos + LAST_OFFSET_DELTA_AT, 4);
+    if (__builtin_add_overflow(base, (int64_t)delta, last))
         return -1;
     return 1;
 }
