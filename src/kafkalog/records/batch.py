@@ -179,6 +179,10 @@ class RecordBatchHeader(NamedTuple):
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
+# the scanner builds headers with tuple.__new__, which checks no length: one field per code
+assert RecordBatchHeader._fields == tuple(name for name, _ in V2_HEADER_FIELDS)
+
+
 def decode_header(buf: Buffer, position: int = 0) -> RecordBatchHeader:
     """Decode the 61-byte header at ``position`` (the caller guarantees 61 bytes are there)."""
     return RecordBatchHeader._make(HEADER_STRUCT.unpack_from(buf, position))
@@ -369,6 +373,9 @@ class RecordBatch:
                 lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
                 fields = (header.records_count, header.base_offset, header.base_timestamp, lat)
                 compiled = record_loops.decode
+                if compiled is not None and not header.attributes & COMPRESSION_MASK:
+                    self._records = compiled(payload, *fields)  # no codec: no context a batch
+                    return self._records
                 with compression.decompressed(header.compression, payload) as data:
                     if compiled is not None:  # reads the view as it is; copies what it keeps
                         self._records = compiled(data, *fields)

@@ -8,15 +8,20 @@ of mmaps without a copy.
 from __future__ import annotations
 
 import zlib
+from typing import Protocol
 
 import crc32c as _crc32c
 
 Buffer = bytes | bytearray | memoryview
 
 
-def crc32c(data: Buffer, value: int = 0) -> int:
-    """CRC-32C (Castagnoli) as an unsigned 32-bit value; ``value`` continues an earlier CRC."""
-    return int(_crc32c.crc32c(data, value))
+class _Crc32c(Protocol):
+    def __call__(self, data: Buffer, value: int = 0, /) -> int: ...
+
+
+# CRC-32C (Castagnoli) as an unsigned 32-bit value; ``value`` continues an earlier CRC. The
+# package's own function, not a wrapper: readers call it once per batch.
+crc32c: _Crc32c = _crc32c.crc32c
 
 
 def crc32(data: Buffer) -> int:

@@ -132,7 +132,7 @@ class BatchScanner:
         pos = self._start
         prefix = _PREFIX.unpack_from
         header_unpack = HEADER_STRUCT.unpack_from
-        make_header = RecordBatchHeader._make
+        new_tuple = tuple.__new__  # the header's fields, as _make builds them less its checks
         crc = crc32c
         verify = self.verify_crc
         max_size = self.max_batch_size
@@ -172,7 +172,7 @@ class BatchScanner:
                 if pos + total > end:
                     self.stop = ScanStop.TRUNCATED
                     return
-                header = make_header(header_unpack(view, pos))
+                header = new_tuple(RecordBatchHeader, header_unpack(view, pos))
                 if verify and crc(view[pos + CRC_START : pos + total]) != header.crc:
                     computed = crc(view[pos + CRC_START : pos + total])
                     self._fail(
