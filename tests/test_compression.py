@@ -224,6 +224,30 @@ def test_lz4_reused_buffer_reads_what_the_library_reads(
     assert _lz4_decompressed(c.compress(CompressionType.LZ4, data, magic=0), magic=0) == data
 
 
+@pytest.mark.parametrize("checksums", [False, True])
+@pytest.mark.parametrize("store_size", [False, True])
+def test_lz4_frame_of_one_block_is_the_librarys_to_read(checksums: bool, store_size: bool) -> None:
+    """A small batch's frame goes to the library whole (cheaper than the block walk there);
+    a frame of more blocks to the reused buffer."""
+
+    def frame(data: bytes) -> bytes:
+        return lz4.frame.compress(
+            data,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=checksums,
+            block_checksum=checksums,
+            store_size=store_size,
+        )
+
+    with c.decompressed(CompressionType.LZ4, frame(DATA[:1000])) as one:
+        assert isinstance(one, bytes) and one == DATA[:1000]
+    two = DATA * (70_000 // len(DATA) + 1)
+    with c.decompressed(CompressionType.LZ4, frame(two)) as view:
+        assert isinstance(view, memoryview) and bytes(view) == two
+        assert isinstance(view.obj, bytearray) or checksums or store_size
+
+
 def test_lz4_reused_buffer_refuses_damage_as_corrupt_records() -> None:
     good = c.compress(CompressionType.LZ4, DATA)
     assert _lz4_decompressed(good + b"x") == DATA  # bytes after the end mark: the library's way
@@ -244,14 +268,14 @@ def test_lz4_reused_buffer_refuses_damage_as_corrupt_records() -> None:
 
 
 def test_lz4_reused_buffer_is_one_per_thread_and_never_shared_while_in_use() -> None:
-    a, b = (
+    a, b = (  # frames of two 64 KiB blocks: one block is the library's to read
         c.compress(CompressionType.LZ4, b"a" * 100_000),
-        c.compress(CompressionType.LZ4, b"b" * 9),
+        c.compress(CompressionType.LZ4, b"b" * 70_000),
     )
     with c.decompressed(CompressionType.LZ4, a) as outer:
         kept = outer
         with c.decompressed(CompressionType.LZ4, b) as inner:  # as a collector callback might
-            assert bytes(inner) == b"b" * 9
+            assert bytes(inner) == b"b" * 70_000
         assert bytes(outer) == b"a" * 100_000  # the nested use wrote elsewhere
     with pytest.raises(ValueError, match="released"):
         bytes(kept)  # a view kept past the block fails loudly
