@@ -1,6 +1,7 @@
 # The compiled record codec in _fastcodec.c (see kafkalog.records.fastpath, which chooses it,
 # and kafkalog.records.columnar / columnar_encode, which turn its tuples into Arrow arrays).
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from typing_extensions import Buffer
 
@@ -114,3 +115,23 @@ def record_facts(records: Sequence[Record], /) -> tuple[int, int | None, int | N
 def search_offset(
     buffer: Buffer, position: int, stop: int, target: int, /
 ) -> tuple[int, int, int, int] | None: ...
+
+_H = TypeVar("_H", bound=tuple[int, ...])
+
+# The headers (as header_type, a tuple of the 13 fields) of the whole, sound v2 batches from
+# `position` (kafkalog.records.scanner.BatchScanner): each within `stop` and `max_size` (-1:
+# none), its CRC matched when crc is given, and with a segment_base its offsets rising from
+# next_offset within an index entry's reach; it stops at anything else, and after `limit`
+# bytes, when `more` is True.
+def frame_v2(
+    buffer: Buffer,
+    position: int,
+    stop: int,
+    limit: int,
+    max_size: int,
+    segment_base: int | None,
+    next_offset: int,
+    header_type: type[_H],
+    crc: Callable[[memoryview], int] | None,
+    /,
+) -> tuple[list[_H], bool]: ...

@@ -368,7 +368,7 @@ class RecordBatch:
         """All records of the batch (decompressed and decoded once, then cached)."""
         if self._records is None:
             header = self.header
-            payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
+            payload = self._buffer[RECORD_BATCH_OVERHEAD : header.batch_length + LOG_OVERHEAD]
             try:
                 lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
                 fields = (header.records_count, header.base_offset, header.base_timestamp, lat)

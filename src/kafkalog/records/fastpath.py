@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     from kafkalog.records import _fastcodec as _fc
+
+_H = TypeVar("_H", bound=tuple[int, ...])
 
 
 class CompiledCodec(CompiledRecordLoops, Protocol):
@@ -55,6 +58,19 @@ class CompiledCodec(CompiledRecordLoops, Protocol):
     def search_offset(
         self, buffer: Buffer, position: int, stop: int, target: int, /
     ) -> tuple[int, int, int, int] | None: ...
+    def frame_v2(
+        self,
+        buffer: Buffer,
+        position: int,
+        stop: int,
+        limit: int,
+        max_size: int,
+        segment_base: int | None,
+        next_offset: int,
+        header_type: type[_H],
+        crc: Callable[[memoryview], int] | None,
+        /,
+    ) -> tuple[list[_H], bool]: ...
 
 
 _load_error: list[str] = []  # why the extension did not load, for the Spark executors' warning
