@@ -29,6 +29,7 @@ from kafkalog import (
     UnsupportedCompressionTypeError,
 )
 from kafkalog.records import compression as c
+from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
 
 DATA = b"kafka log storage " * 5000  # 90 KB: several snappy blocks, two LZ4 blocks
 
@@ -317,3 +318,23 @@ def test_lz4_frame_of_many_tiny_blocks_reserves_what_its_bytes_can_make() -> Non
         assert bytes(view) == b"ab" * 100_000
         assert len(view.obj) <= 2 * 255 * len(frame)
     assert lz4.frame.decompress(frame) == b"ab" * 100_000  # a frame the library reads alike
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c is not CompressionType.NONE])
+@pytest.mark.parametrize("count", [3, 3000])  # LZ4: one block, read whole; several, by block
+def test_a_damaged_payload_is_the_batch_s_invalid_records(
+    codec: CompressionType, count: int
+) -> None:
+    """Every reader of a batch's records (objects, Arrow columns) says which batch."""
+    records = [Record(b"value %d " % i * 6, b"k%d" % (i % 7)) for i in range(count)]
+    data = bytearray(bytes(MemoryRecords.build(records, compression=codec, base_offset=40)))
+    middle = RECORD_BATCH_OVERHEAD + (len(data) - RECORD_BATCH_OVERHEAD) // 2
+    data[middle : middle + 8] = b"\xff" * 8
+    rewrite_crc(data, 0)
+    for read in (
+        lambda: next(MemoryRecords(data).batches()).records(),
+        MemoryRecords(data).to_arrow,
+    ):
+        with pytest.raises(CorruptRecordError, match="batch records are invalid") as raised:
+            read()
+        assert raised.value.offset == 40

@@ -347,16 +347,25 @@ class RecordBatch:
         """The records region decompressed, like ``records_data``, for use inside the ``with``
         block only (see ``compression.decompressed``): for compiled loops that copy out what
         they keep. An uncompressed batch's is a view of its bytes, at no cost per batch."""
-        if not self.header.compression:
-            return nullcontext(self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes])
-        return self._decompressed_view()
+        header = self.header
+        payload = self._buffer[RECORD_BATCH_OVERHEAD : header.batch_length + LOG_OVERHEAD]
+        if not header.attributes & COMPRESSION_MASK:
+            return nullcontext(payload)
+        codec = header.compression
+        if compression.reads_in_scratch(codec, payload):
+            return self._decompressed_view(codec, payload)
+        try:  # bytes of its own: no view to release, no generator a batch
+            return nullcontext(compression.decompress(codec, payload))
+        except CorruptRecordError as err:
+            raise self.records_error(err.reason) from err
 
     @contextmanager
-    def _decompressed_view(self) -> Iterator[bytes | bytearray | memoryview]:
-        payload = self._buffer[RECORD_BATCH_OVERHEAD : self.size_in_bytes]
+    def _decompressed_view(
+        self, codec: CompressionType, payload: memoryview
+    ) -> Iterator[bytes | bytearray | memoryview]:
         entered = False
         try:
-            with compression.decompressed(self.header.compression, payload) as data:
+            with compression.decompressed(codec, payload) as data:
                 entered = True
                 yield data
         except CorruptRecordError as err:

@@ -347,9 +347,15 @@ def decompressed(
     use, as from a collector callback in the middle of a decode, gets a buffer of its own.
     Other codecs, and none, cost no generator a batch; nor does an LZ4 frame of one block,
     which the library reads in a third of the time the block walk takes on a small batch."""
-    if codec is CompressionType.LZ4 and not _lz4_one_block(data):
+    if reads_in_scratch(codec, data):
         return _lz4_in_scratch(data, magic)
     return nullcontext(decompress(codec, data, magic=magic) if codec else data)
+
+
+def reads_in_scratch(codec: CompressionType, data: Buffer) -> bool:
+    """Whether ``decompressed`` reads ``data`` into the thread's reused buffer; any other
+    payload it decompresses up front into bytes of its own, as ``decompress`` does."""
+    return codec is CompressionType.LZ4 and not _lz4_one_block(data)
 
 
 def _lz4_one_block(data: Buffer) -> bool:

@@ -159,7 +159,7 @@ def add_batch(
                 h.base_timestamp,
                 bool(h.attributes & TIMESTAMP_TYPE_MASK),
                 h.max_timestamp,
-                int(batch.timestamp_type),
+                1 if h.attributes & TIMESTAMP_TYPE_MASK else 0,  # TimestampType's ids
                 lo,
                 hi,
             )
