@@ -241,7 +241,7 @@ static inline Py_ssize_t zz_size32(int32_t v) { return uvarint_size(zz32(v)); }
 static int encode_kept(Buf *out, const uint8_t *d, const RecordSpan *r, int64_t ts, int64_t base) {
     Damage damage = {0};
     __int128 delta = (__int128)ts - base;
-    uint64_t zts = (uint64_t)((delta << 1) ^ (delta >> 63));
+    uint64_t zts = (uint64_t)(((unsigned __int128)delta << 1) ^ (unsigned __int128)(delta >> 63));
     Py_ssize_t body = 1 + uvarint_size(zts) + zz_size32(r->offset_delta) + zz_size32(r->key_len) +
                       (r->key_len > 0 ? r->key_len : 0) + zz_size32(r->value_len) +
                       (r->value_len > 0 ? r->value_len : 0) + zz_size32(r->header_count);

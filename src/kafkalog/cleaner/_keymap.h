@@ -59,7 +59,8 @@ static inline Slot *map_find(KeyOffsetMap *self, const uint8_t *key, uint32_t le
     for (;;) {
         Slot *s = &self->slots[i];
         if (s->key < 0) return s;
-        if (s->hash == hash && s->len == len && memcmp(self->arena.p + s->key, key, len) == 0)
+        if (s->hash == hash && s->len == len &&
+            (len == 0 || memcmp(self->arena.p + s->key, key, len) == 0)) /* arena may be NULL */
             return s;
         i = (i + 1) & self->mask;
     }

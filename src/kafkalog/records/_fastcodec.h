@@ -64,6 +64,7 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (n == 0) return 0; /* an empty key or value: src and an unused buffer may be NULL */
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->p + b->len, src, (size_t)n);
     b->len += n;
@@ -139,7 +140,10 @@ static inline int uvarint_size(uint64_t u) {
     return n;
 }
 
-static inline uint64_t zz32(int64_t v) { return (uint32_t)(((int32_t)v << 1) ^ ((int32_t)v >> 31)); }
+/* zigzag in unsigned arithmetic: a left shift of a negative int is undefined in C */
+static inline uint64_t zz32(int64_t v) {
+    return ((uint32_t)(int32_t)v << 1) ^ (uint32_t)((int32_t)v >> 31);
+}
 static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 
 static inline char *put_uvarint(char *p, uint64_t u) {
