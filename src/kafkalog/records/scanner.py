@@ -149,7 +149,11 @@ class BatchScanner:
         while True:
             # runs of sound v2 batches are framed by the compiled walk, which stops short of
             # anything else (legacy magic, damage, a partial tail) for the steps below to judge
-            if frame is not None and end - pos >= RECORD_BATCH_OVERHEAD and view[pos + 16] == 2:
+            if (
+                frame is not None
+                and end - pos >= RECORD_BATCH_OVERHEAD
+                and view[pos + MAGIC_OFFSET] == 2
+            ):
                 headers, more = frame(
                     view,
                     pos,
