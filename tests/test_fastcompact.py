@@ -7,6 +7,7 @@ files byte for byte, the same stats, or the same error.
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -326,3 +327,28 @@ def test_a_partly_kept_batch_is_rebuilt_inside_the_walk_as_the_reference_rebuild
     assert (last, max_ts) == (out.last_offset, out.max_timestamp) == (44, out.max_timestamp)
     assert out.delete_horizon_ms == (NOW + RETENTION if tombstone else None)
     assert [r.offset for r in out] == [42, 43, 44]
+
+
+@needs_compiled
+@pytest.mark.parametrize("base", [2**63 - 2, 2**63 - 3])  # last offset past int64, or its top
+def test_the_key_scan_leaves_a_next_offset_beyond_int64_to_the_scanner(base: int) -> None:
+    """A base offset near the top of int64 whose last offset delta takes its next offset past
+    int64 (damage the CRC does not cover): the compiled walk stops in front of it, for the
+    scanner to report."""
+    from kafkalog.cleaner.keymap import compiled_offset_map, map_region
+
+    good = bytes(MemoryRecords.build([Record(b"v", b"k", timestamp=NOW)], base_offset=0))
+    bad = bytearray(
+        bytes(MemoryRecords.build([Record(b"v", b"k", timestamp=NOW)] * 3, base_offset=1))
+    )
+    struct.pack_into(">q", bad, 0, base)
+    data = good + bytes(bad)
+    before = fast_codec() is not None
+    use_fast_path(True)
+    try:
+        compiled = compiled_offset_map(1000, 1 << 16)
+    finally:
+        use_fast_path(before)
+    assert compiled is not None
+    walked = map_region(compiled, data, 0, 0, len(data), start=0, max_batch_size=1 << 20)
+    assert (walked.position, walked.read, walked.full) == (len(good), 1, False)

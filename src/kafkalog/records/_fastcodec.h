@@ -306,7 +306,8 @@ typedef struct {
 
 /* The header of the v2 batch at pos, if it is one the compiled walks take whole: complete
  * within end, at most max_size bytes (0: no limit), uncompressed, neither transactional nor a
- * control batch. Anything else -- damage included -- is the scanner's to report, in its words. */
+ * control batch, its next offset within int64. Anything else -- damage included -- is the
+ * scanner's to report, in its words. */
 static inline int simple_batch(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
                                Py_ssize_t max_size, BatchHead *b) {
     if (end - pos < V2_HEADER_SIZE) return 0;
@@ -318,7 +319,10 @@ static inline int simple_batch(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
     b->attributes = (int)load_be(h + 21, 2);
     if (b->attributes & (ATTR_COMPRESSION | ATTR_TRANSACTIONAL | ATTR_CONTROL)) return 0;
     b->base_offset = (int64_t)load_be(h, 8);
-    b->last_offset = b->base_offset + (int32_t)load_be(h + 23, 4);
+    if (__builtin_add_overflow(b->base_offset, (int64_t)(int32_t)load_be(h + 23, 4),
+                               &b->last_offset) ||
+        b->last_offset == INT64_MAX)
+        return 0; /* a damaged base offset: its next offset is beyond int64 */
     b->base_timestamp = (int64_t)load_be(h + 27, 8);
     b->max_timestamp = (int64_t)load_be(h + 35, 8);
     b->producer_id = (int64_t)load_be(h + 43, 8);
