@@ -12,7 +12,7 @@ from kafka.partitioner.default import murmur2 as kp_murmur2
 
 from kafkalog import Log, LogConfig, ManualClock, ProducerFields, Record
 from kafkalog.cli.errors import EXIT_NOT_FOUND
-from kafkalog.cli.main import cli
+from kafkalog.cli.main import LAZY_COMMANDS, cli
 from kafkalog.records.partitioner import murmur2, partition_for_key
 from kafkalog.storage import filenames as fn
 
@@ -364,3 +364,15 @@ def test_the_command_does_not_load_the_server_or_kio_until_asked() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True, timeout=60).stdout  # fmt: skip
     assert out.strip() == "[]"
+
+
+def test_every_subcommand_is_listed_and_loads_by_its_own_name() -> None:
+    """Subcommands other than dump-log are imported on demand (LAZY_COMMANDS): each name must
+    load the command it names, and ``--help`` must list them all."""
+    listing = CliRunner().invoke(cli, ["--help"]).output
+    for name in LAZY_COMMANDS:
+        assert f"  {name} " in listing, name
+        result = CliRunner().invoke(cli, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)
+        assert f"Usage: cli {name} " in result.output, name
+    assert "  dump-log " in listing

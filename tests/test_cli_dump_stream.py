@@ -42,3 +42,28 @@ def test_a_large_segment_dumps_in_bounded_memory(tmp_path: Path) -> None:
     assert segment.stat().st_size > SEGMENT_MIB << 20
     for options in ((), ("--deep-iteration",), ("--print-data-log",)):
         assert peak_rss_mib("dump-log", "--files", str(segment), *options) < RSS_BOUND_MIB, options
+
+
+HEAVY_MODULES = ("pyarrow", "asyncio", "javaproperties", "rich", "kafkalog.cli.perf")
+
+
+def test_a_dump_imports_none_of_the_other_commands_libraries(tmp_path: Path) -> None:
+    """The first line of a dump waits on the interpreter's imports: the other subcommands'
+    libraries (Arrow for perf, asyncio for serve, rich for verify) load only when they run."""
+    with Log.open(tmp_path / "t-0", LogConfig.from_properties({})) as log:
+        log.append([Record(b"v", b"k", timestamp=1_700_000_000_000)])
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    probe = (
+        "import sys\n"
+        "from kafkalog.cli.main import main\n"
+        "sys.argv = ['kafkalog', 'dump-log', '--deep-iteration', '--files', sys.argv[1]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit_:\n"
+        "    assert not exit_.code, exit_.code\n"
+        f"print(*[m for m in {HEAVY_MODULES!r} if m in sys.modules], file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(segment)], capture_output=True,
+                         text=True, check=True, timeout=120)  # fmt: skip
+    assert "baseOffset: 0" in out.stdout
+    assert out.stderr.split() == []

@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 
 from kafkalog import CorruptRecordError
 from kafkalog.records.varint import (
+    UNSIGNED_VARINT_TABLE,
     decode_varint,
     decode_varlong,
     encode_varint,
     encode_varlong,
+    read_unsigned,
     size_of_varint,
     size_of_varlong,
 )
@@ -67,3 +69,12 @@ def test_out_of_range_values_are_rejected() -> None:
         encode_varint(2**31)
     with pytest.raises(ValueError):
         encode_varlong(-(2**63) - 1)
+
+
+def test_small_value_table_is_each_values_own_encoding() -> None:
+    """The import-time table of one- and two-byte encodings, entry by entry, decodes back to
+    its index in exactly its own length (the encoders look values below 2**14 up in it)."""
+    assert len(UNSIGNED_VARINT_TABLE) == 1 << 14
+    for u, encoded in enumerate(UNSIGNED_VARINT_TABLE):
+        assert read_unsigned(encoded, 0, 2) == (u, len(encoded)), u
+        assert len(encoded) == (1 if u < 0x80 else 2)

@@ -8,18 +8,17 @@ error. Refuses: doing storage work itself (it calls the library) and guessing at
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Any
 
 import click
 
-from kafkalog.cli import admin, console, perf, tools, topics
 from kafkalog.cli.dump_decoders import STRING_DECODER, decoder_for
 from kafkalog.cli.dump_index import dump_files
 from kafkalog.cli.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, DumpReport, Output
 from kafkalog.cli.errors import user_errors
-from kafkalog.cli.serve import serve
 from kafkalog.errors import (
     InvalidArgumentError,
 )
@@ -37,7 +36,43 @@ def parse_kafka_version(text: str) -> tuple[int, int]:
     return version
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Every other subcommand, imported when it runs or --help lists it: the perf tools bring pyarrow,
+# serve asyncio, verify rich, and a dump must print its first line without paying for them.
+LAZY_COMMANDS = {
+    "topics": "kafkalog.cli.topics:topics",
+    "configs": "kafkalog.cli.tools:configs",
+    "get-offsets": "kafkalog.cli.tools:get_offsets",
+    "delete-records": "kafkalog.cli.tools:delete_records",
+    "log-dirs": "kafkalog.cli.tools:log_dirs",
+    "verify": "kafkalog.cli.admin:verify",
+    "recover": "kafkalog.cli.admin:recover",
+    "retention": "kafkalog.cli.admin:retention",
+    "compact": "kafkalog.cli.admin:compact",
+    "produce": "kafkalog.cli.console:produce",
+    "consume": "kafkalog.cli.console:consume",
+    "perf": "kafkalog.cli.perf:perf",
+    "serve": "kafkalog.cli.serve:serve",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose listed subcommands are imported by name only when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in LAZY_COMMANDS:
+            return command
+        module, _, attr = LAZY_COMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+        self.add_command(command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kafkalog")
 def cli() -> None:
     """Kafka-format log directories from the shell: dump, inspect, verify, repair, produce,
@@ -175,24 +210,6 @@ def dump_log_cmd(
     dump_files([f for f in files.split(",") if f], options, report)
     for line in report.err:
         click.echo(line, err=True)
-
-
-for command in (
-    topics.topics,
-    tools.configs,
-    tools.get_offsets,
-    tools.delete_records,
-    tools.log_dirs,
-    admin.verify,
-    admin.recover,
-    admin.retention,
-    admin.compact,
-    console.produce,
-    console.consume,
-    perf.perf,
-    serve,
-):
-    cli.add_command(command)
 
 
 def main() -> None:
