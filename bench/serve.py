@@ -232,9 +232,9 @@ def _run(root: Path) -> list[Row]:
                 name = f"{size}B-{codec}"
                 kafka_max = figures[f"Kafka {version}"][name]["produce"]
                 p99s = [
-                    produce(version, server, f"latency-{name}-{run}", size, codec, n,
+                    produce(version, server, f"latency-{name}-{attempt}", size, codec, n,
                             throughput=kafka_max / 2)["p99 ms"]
-                    for run in range(LATENCY_RUNS)
+                    for attempt in range(LATENCY_RUNS)
                 ]  # fmt: skip
                 latency[side][name] = statistics.median(p99s)
         finally:
