@@ -376,3 +376,6 @@ def test_every_subcommand_is_listed_and_loads_by_its_own_name() -> None:
         assert result.exit_code == 0, (name, result.output)
         assert f"Usage: cli {name} " in result.output, name
     assert "  dump-log " in listing
+    unknown = CliRunner().invoke(cli, ["serve-all"])
+    assert unknown.exit_code == 2
+    assert "No such command 'serve-all'" in unknown.output
