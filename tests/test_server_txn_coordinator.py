@@ -341,6 +341,109 @@ def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None
     run(tmp_path, scenario, **props)
 
 
+async def offset_commit(c: Coordinators, group: str, offset: int) -> ErrorCode:
+    """A plain OffsetCommit of ``offset`` for partition t-0, by no member (a simple group)."""
+    from kafkalog.server.group_offsets import offset_commit as handle
+
+    mod = request_module(8, 8)
+    partition = make(
+        mod,
+        "OffsetCommitRequestPartition",
+        partition_index=0,
+        committed_offset=offset,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+    )
+    body = make(
+        mod,
+        "OffsetCommitRequest",
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(partition,)),),
+    )
+    response = await handle(c.groups, as_request(8, 8, body))
+    code: ErrorCode = response.topics[0].partitions[0].error_code
+    return code
+
+
+async def open_offsets_transaction(c: Coordinators) -> tuple[int, int]:
+    """Topic t and a one-partition ``__consumer_offsets``; "app" with that partition added to
+    its transaction. Its producer id and epoch."""
+    c.manager.create_topic("t", 1)
+    c.manager.create_topic(OFFSETS_TOPIC, 1)
+    _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+    await c.txns.add_partitions("app", pid, epoch, [(OFFSETS_TOPIC, 0)])
+    return pid, epoch
+
+
+@pytest.mark.parametrize(
+    ("plain_after", "expected"),
+    [(False, 7), (True, 9)],
+    ids=["transactional-commit-is-later", "plain-commit-is-later"],
+)
+def test_a_committed_transaction_replaces_only_an_older_offset_record(
+    tmp_path: Path, plain_after: bool, expected: int
+) -> None:
+    """Kafka's OffsetMetadataManager.replayEndTransactionMarker: when a transaction's COMMIT
+    arrives, its offset counts only over an offset whose record is older than its own. A
+    plain commit written while the transaction was open, after its TxnOffsetCommit, stays,
+    in the coordinator's memory and in what a restart (or a reader of the files) loads."""
+    props = {"offsets.topic.num.partitions": "1"}
+
+    async def scenario(c: Coordinators) -> None:
+        pid, epoch = await open_offsets_transaction(c)
+        if not plain_after:
+            assert await offset_commit(c, "grp", 9) == ErrorCode.none
+        assert await txn_offset_commit(c, "app", "grp", pid, epoch, 7) == ErrorCode.none
+        if plain_after:
+            assert await offset_commit(c, "grp", 9) == ErrorCode.none
+        assert c.groups.group("grp").offsets[("t", 0)].offset == 9  # the transaction is open
+        await c.txns.end_transaction("app", pid, epoch, True)
+        assert c.groups.group("grp").offsets[("t", 0)].offset == expected
+        durable, open_offsets = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        assert durable["grp"][("t", 0)].offset == expected and open_offsets == {}
+
+    async def restarted(c: Coordinators) -> None:
+        assert c.groups.groups["grp"].offsets[("t", 0)].offset == expected
+
+    run(tmp_path, scenario, **props)
+    run(tmp_path, restarted, **props)
+
+
+def test_deleting_a_groups_offsets_drops_them_from_its_open_transactions(tmp_path: Path) -> None:
+    """DeleteGroups tombstones the offsets of the group's open transactions too (Kafka's
+    OffsetMetadataManager.deleteAllOffsets), and a tombstone removes a pending offset (its
+    replay): the transaction's later COMMIT brings no offset back, live or after a restart."""
+    from kafkalog.server.group_offsets import delete_groups
+
+    props = {"offsets.topic.num.partitions": "1"}
+
+    async def scenario(c: Coordinators) -> None:
+        pid, epoch = await open_offsets_transaction(c)
+        assert await offset_commit(c, "other", 3) == ErrorCode.none  # another group: kept
+        c.groups.group("grp")  # known to the coordinator, with no committed offset yet
+        assert await txn_offset_commit(c, "app", "grp", pid, epoch, 7) == ErrorCode.none
+        mod = request_module(42, 2)
+        body = make(mod, "DeleteGroupsRequest", groups_names=("grp",))
+        answer = await delete_groups(c.groups, as_request(42, 2, body))
+        assert answer.results[0].error_code == ErrorCode.none
+        await c.txns.end_transaction("app", pid, epoch, True)
+        assert ("t", 0) not in c.groups.group("grp").offsets
+        durable, _ = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        assert "grp" not in durable or ("t", 0) not in durable["grp"]
+        assert durable["other"][("t", 0)].offset == 3
+
+    async def restarted(c: Coordinators) -> None:
+        group = c.groups.groups.get("grp")
+        assert group is None or ("t", 0) not in group.offsets
+        assert c.groups.groups["other"].offsets[("t", 0)].offset == 3
+
+    run(tmp_path, scenario, **props)
+    run(tmp_path, restarted, **props)
+
+
 def test_state_records_are_kafkas_transaction_log_format() -> None:
     """The bytes Kafka's TransactionLog.valueToBytes writes at value version 0: partitions
     null while Empty, grouped by topic otherwise (checked field by field by the decoder

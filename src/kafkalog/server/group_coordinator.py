@@ -29,9 +29,8 @@ from kafkalog.server.group import Group, JoinRequest, wall_clock_ms
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     GroupOffsets,
-    OffsetRows,
-    apply_rows,
     load_offsets,
+    settle,
 )
 from kafkalog.server.wire import Request, make, payload_module
 
@@ -72,8 +71,8 @@ class GroupCoordinator:
         self.run = run
         self.groups: dict[str, Group] = {}
         self.commit_lock = asyncio.Lock()
-        # TxnOffsetCommit rows by (producer id, __consumer_offsets partition), until the marker
-        self.pending_transactions: dict[tuple[int, int], OffsetRows] = {}
+        # TxnOffsetCommit offsets by (producer id, __consumer_offsets partition), till the marker
+        self.pending_transactions: dict[tuple[int, int], GroupOffsets] = {}
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_expiry: asyncio.Task[None] | None = None
         self._handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
@@ -132,12 +131,10 @@ class GroupCoordinator:
     def complete_transaction(self, producer_id: int, partition: int, commit: bool) -> None:
         """The marker of ``producer_id``'s transaction is in ``__consumer_offsets`` partition
         ``partition``: its offsets count now (COMMIT) or never (ABORT)."""
-        rows = self.pending_transactions.pop((producer_id, partition), [])
-        if commit and rows:
-            committed: GroupOffsets = {}
-            apply_rows(committed, rows)
-            for group_id, offsets in committed.items():
-                self.group(group_id).offsets.update(offsets)
+        staged = self.pending_transactions.pop((producer_id, partition), {})
+        if commit:
+            for group_id, offsets in staged.items():
+                settle(self.group(group_id).offsets, offsets)
 
     def handles(self, api_key: int) -> bool:
         return api_key in self._handlers

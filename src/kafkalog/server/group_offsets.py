@@ -21,9 +21,10 @@ from kio.schema.errors import ErrorCode
 from kafkalog.errors import KafkaLogError
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 from kafkalog.server.group import Group, GroupState
-from kafkalog.server.offset_commit import commit_response, commit_rows
+from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 from kafkalog.server.offsets_topic import (
     append_offset_records,
+    drop_staged,
     offset_commit_key,
 )
 from kafkalog.server.wire import Request, make, payload_module
@@ -38,9 +39,12 @@ CONSUMER_PROTOCOL = "consumer"
 
 def _append_offsets(
     coord: GroupCoordinator, group_id: str, rows: list[tuple[bytes, bytes | None]]
-) -> None:
-    """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition."""
-    append_offset_records(coord.ctx.manager, group_id, rows, coord.ctx.settings.offsets_partitions)
+) -> int:
+    """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition;
+    the first one's offset."""
+    return append_offset_records(
+        coord.ctx.manager, group_id, rows, coord.ctx.settings.offsets_partitions
+    )
 
 
 async def _delete_offsets(
@@ -57,6 +61,7 @@ async def _delete_offsets(
         await coord.run(_append_offsets, coord, group.group_id, tombstones)
         for tp in tps:
             group.offsets.pop(tp, None)
+            drop_staged(coord.pending_transactions.values(), group.group_id, tp)
 
 
 async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
@@ -75,12 +80,12 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
     if rows:
         async with coord.commit_lock:
             try:
-                await coord.run(_append_offsets, coord, group_id, rows)
+                first = await coord.run(_append_offsets, coord, group_id, rows)
             except KafkaLogError:
-                for tp in commits:
+                for tp, _ in commits:
                     codes[tp] = ErrorCode.coordinator_not_available
-                commits = {}
-            coord.group(group_id).offsets.update(commits)
+            else:
+                coord.group(group_id).offsets.update(placed(commits, first))
     return commit_response(mod, "OffsetCommit", body.topics, codes)
 
 
@@ -214,6 +219,15 @@ async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
     )
 
 
+def _all_offsets(coord: GroupCoordinator, group: Group) -> list[tuple[str, int]]:
+    """The partitions a deleted group's tombstones cover: its committed offsets, and those of
+    its open transactions (Kafka's OffsetMetadataManager.deleteAllOffsets), each once."""
+    tps = dict.fromkeys(group.offsets)
+    for staged in coord.pending_transactions.values():
+        tps.update(dict.fromkeys(staged.get(group.group_id, {})))
+    return list(tps)
+
+
 async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
     mod = payload_module(DELETE_GROUPS, request.api_version, True)
     results = []
@@ -225,7 +239,7 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
             code = ErrorCode.non_empty_group
         else:
             code = ErrorCode.none
-            await _delete_offsets(coord, group, list(group.offsets))
+            await _delete_offsets(coord, group, _all_offsets(coord, group))
             group.state = GroupState.DEAD
             coord.groups.pop(group_id, None)
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))

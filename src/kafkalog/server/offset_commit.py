@@ -8,6 +8,7 @@ and when they count differ (group_offsets, txn_apis). Refuses: I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -17,22 +18,26 @@ from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.offsets_topic import (
     OffsetAndMetadata,
     OffsetRows,
+    PartitionOffsets,
     offset_commit_key,
     offset_commit_value,
 )
 from kafkalog.server.wire import make
 
+Commit = tuple[tuple[str, int], OffsetAndMetadata]  # a partition and the offset committed to it
+
 
 def commit_rows(
     ctx: BrokerContext, group_id: str, topics: Any, error: ErrorCode | None
-) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, dict[tuple[str, int], OffsetAndMetadata]]:
+) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, list[Commit]]:
     """Kafka's per-partition checks of an OffsetCommit or TxnOffsetCommit: each partition's
-    code, the records of those that pass, and their offsets. ``error`` (the group's) fails all."""
+    code, the records of those that pass, and their offsets (one per record, in the records'
+    order). ``error`` (the group's) fails all."""
     known = ctx.manager.topics()
     now = int(time.time() * 1000)
     codes: dict[tuple[str, int], ErrorCode] = {}
     rows: OffsetRows = []
-    commits: dict[tuple[str, int], OffsetAndMetadata] = {}
+    commits: list[Commit] = []
     for topic in topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
@@ -47,10 +52,19 @@ def commit_rows(
                 value = OffsetAndMetadata(
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now
                 )
-                commits[tp] = value
+                commits.append((tp, value))
                 rows.append((offset_commit_key(group_id, *tp), offset_commit_value(value)))
                 codes[tp] = ErrorCode.none
     return codes, rows, commits
+
+
+def placed(commits: list[Commit], first_record_offset: int) -> PartitionOffsets:
+    """The commits as written from ``first_record_offset`` on: each knows its record's offset,
+    and of two for one partition the later record's counts, as the log replays them."""
+    return {
+        tp: dataclasses.replace(value, record_offset=first_record_offset + i)
+        for i, (tp, value) in enumerate(commits)
+    }
 
 
 def commit_response(

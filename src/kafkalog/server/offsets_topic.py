@@ -8,8 +8,12 @@ commit timestamp); a null value deletes the offset. A group's records go to part
 ``abs(groupId.hashCode()) % offsets.topic.num.partitions``, as Kafka's GroupCoordinator places
 them. A transactional commit (TxnOffsetCommit) is a transactional batch of such records: it
 counts only once the partition's COMMIT marker of its producer follows, and never after an
-ABORT. Refuses: group metadata records (members and assignments are not persisted: a restart
-starts every group empty, with its offsets, as after all members left).
+ABORT; then it replaces a partition's offset only if its record is later in the log than the
+record of the offset it would replace (Kafka's OffsetMetadataManager.replayEndTransactionMarker:
+a plain commit made after a transactional one, before its COMMIT, keeps its place).
+
+Refuses: group metadata records (members and assignments are not persisted: a restart starts
+every group empty, with its offsets, as after all members left).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalog import records
 from kafkalog.errors import KafkaLogError, TopicExistsError
@@ -45,6 +49,9 @@ class OffsetAndMetadata:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    # Where its record sits in __consumer_offsets (-1 before it is written): a transactional
+    # commit counts only over an offset whose record is older. Not part of the commit's value.
+    record_offset: int = field(default=-1, compare=False)
 
 
 def partition_for(group_id: str, partitions: int) -> int:
@@ -75,9 +82,10 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
     )
 
 
-GroupOffsets = dict[str, dict[tuple[str, int], OffsetAndMetadata]]
+PartitionOffsets = dict[tuple[str, int], OffsetAndMetadata]
+GroupOffsets = dict[str, PartitionOffsets]
 OffsetRows = list[tuple[bytes, bytes | None]]
-PendingOffsets = dict[int, OffsetRows]  # by producer id: rows of a transaction not yet ended
+PendingOffsets = dict[int, GroupOffsets]  # by producer id: offsets of a transaction not ended
 
 
 def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
@@ -95,20 +103,21 @@ def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
 
 def load_offsets(
     logs: Mapping[int, Log],
-) -> tuple[GroupOffsets, dict[tuple[int, int], OffsetRows]]:
+) -> tuple[GroupOffsets, dict[tuple[int, int], GroupOffsets]]:
     """Every group's committed offsets from the ``__consumer_offsets`` partitions (by
-    partition number): the last record of each key wins, a tombstone removes it. Records of
-    other types (group metadata, KIP-848 records a Kafka broker wrote) are skipped. Also
-    returns the rows of transactions still open, by (producer id, partition)."""
+    partition number), by ``apply_batches``' rule. Records of other types (group metadata,
+    KIP-848 records a Kafka broker wrote) are skipped. Also returns the offsets of
+    transactions still open, by (producer id, partition)."""
     out: GroupOffsets = {}
-    open_rows: dict[tuple[int, int], OffsetRows] = {}
+    open_offsets: dict[tuple[int, int], GroupOffsets] = {}
     for partition, log in logs.items():
         pending: PendingOffsets = {}
         for position, batches in read_whole_log(log):
             apply_batches(out, batches, position, pending)
-        for producer_id, rows in pending.items():
-            open_rows[(producer_id, partition)] = rows
-    return out, open_rows
+        for producer_id, staged in pending.items():
+            if staged:
+                open_offsets[(producer_id, partition)] = staged
+    return out, open_offsets
 
 
 def apply_batches(
@@ -118,22 +127,40 @@ def apply_batches(
     pending: PendingOffsets | None = None,
 ) -> None:
     """Fold the records at or after ``start`` of ``__consumer_offsets`` batches into ``out``
-    (later records win, tombstones delete): load_offsets' rule, for readers of the files.
-    A transactional batch's rows wait in ``pending`` for their producer's marker."""
+    as Kafka's OffsetMetadataManager replays them: a plain commit replaces the offset, a
+    tombstone deletes it (and the group's offsets for it in open transactions), a
+    transactional commit waits in ``pending`` for its producer's marker (``settle``)."""
     pending = {} if pending is None else pending
     for batch in batches:
         if batch.is_control:
-            rows = pending.pop(batch.producer_id, [])
+            staged = pending.pop(batch.producer_id, {})
             first = next(iter(batch), None)
             if first is not None and first.offset >= start and is_commit_marker(first.key):
-                apply_rows(out, rows)
+                for group, offsets in staged.items():
+                    settle(out.setdefault(group, {}), offsets)
             continue
+        producer_id = batch.producer_id if batch.is_transactional else None
         for record in batch:
             if record.key is not None and record.offset >= start:
-                if batch.is_transactional:
-                    pending.setdefault(batch.producer_id, []).append((record.key, record.value))
-                else:
-                    _apply(out, record.key, record.value)
+                replay(out, pending, record.key, record.value, record.offset, producer_id)
+
+
+def settle(committed: PartitionOffsets, staged: PartitionOffsets) -> None:
+    """A committed transaction's offsets of one group into the group's ``committed``: each
+    only over an offset whose record is older than its own (a plain commit written after it
+    stays)."""
+    for tp, offset in staged.items():
+        current = committed.get(tp)
+        if current is None or offset.record_offset > current.record_offset:
+            committed[tp] = offset
+
+
+def drop_staged(pending: Iterable[GroupOffsets], group: str, tp: tuple[str, int]) -> None:
+    """A tombstone's effect on open transactions: their offset for ``tp`` of ``group`` goes."""
+    for staged in pending:
+        offsets = staged.get(group)
+        if offsets is not None:
+            offsets.pop(tp, None)
 
 
 def is_commit_marker(key: bytes | None) -> bool:
@@ -143,28 +170,33 @@ def is_commit_marker(key: bytes | None) -> bool:
         return False
 
 
-def apply_rows(out: GroupOffsets, rows: OffsetRows) -> None:
-    for key, value in rows:
-        _apply(out, key, value)
-
-
 def append_offset_records(
     manager: LogManager,
     group_id: str,
     rows: list[tuple[bytes, bytes | None]],
     partitions_if_new: int,
-) -> None:
+) -> int:
     """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition,
-    creating the topic (``offsets.topic.num.partitions``) on the first commit."""
+    creating the topic (``offsets.topic.num.partitions``) on the first commit. Returns the
+    offset of the first record (the others follow it, in order)."""
     if OFFSETS_TOPIC not in manager.topics():
         with contextlib.suppress(TopicExistsError):  # another commit created it meanwhile
             manager.create_topic(OFFSETS_TOPIC, partitions_if_new, OFFSETS_TOPIC_CONFIG)
     partitions = manager.topics()[OFFSETS_TOPIC]
     log = manager.get_log(OFFSETS_TOPIC, partition_for(group_id, partitions))
-    log.append([records.Record(value, key) for key, value in rows])
+    return log.append([records.Record(value, key) for key, value in rows]).first_offset
 
 
-def _apply(out: GroupOffsets, key: bytes, value: bytes | None) -> None:
+def replay(
+    out: GroupOffsets,
+    pending: PendingOffsets,
+    key: bytes,
+    value: bytes | None,
+    record_offset: int,
+    producer_id: int | None,
+) -> None:
+    """One offset-commit record at ``record_offset``, of a transaction of ``producer_id`` or
+    of none (Kafka's OffsetMetadataManager.replay)."""
     try:
         decoded = decode("offsets", key, value)
     except KafkaLogError:
@@ -174,8 +206,15 @@ def _apply(out: GroupOffsets, key: bytes, value: bytes | None) -> None:
     group, tp = decoded.key["group"], (decoded.key["topic"], decoded.key["partition"])
     if decoded.value is None:
         out.get(group, {}).pop(tp, None)
+        drop_staged(pending.values(), group, tp)
         return
     v = decoded.value
-    out.setdefault(group, {})[tp] = OffsetAndMetadata(
-        v["offset"], v.get("leaderEpoch", -1), v.get("metadata") or "", v["commitTimestamp"]
+    offset = OffsetAndMetadata(
+        v["offset"],
+        v.get("leaderEpoch", -1),
+        v.get("metadata") or "",
+        v["commitTimestamp"],
+        record_offset,
     )
+    target = out if producer_id is None else pending.setdefault(producer_id, {})
+    target.setdefault(group, {})[tp] = offset

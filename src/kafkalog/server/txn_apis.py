@@ -28,7 +28,7 @@ from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group import wall_clock_ms
-from kafkalog.server.offset_commit import commit_response, commit_rows
+from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIG,
@@ -156,13 +156,14 @@ async def end_txn(txns: TransactionCoordinator, request: Request) -> Any:
 
 def _write_txn_offsets(
     txns: TransactionCoordinator, body: Any, partition: int, rows: OffsetRows
-) -> ErrorCode:
+) -> tuple[ErrorCode, int]:
     """Append the rows as the producer's transactional batch, if the transaction has added the
-    group's partition; continues the producer's sequence in that partition."""
+    group's partition; continues the producer's sequence in that partition. The code, and the
+    first record's offset."""
     tp = (OFFSETS_TOPIC, partition)
     with txns.verified(body.transactional_id, body.producer_id, body.producer_epoch, tp) as code:
         if code is not ErrorCode.none:
-            return code
+            return code, -1
         log = txns.ctx.manager.get_log(*tp)
         position = log.producer_position(body.producer_id)
         sequence = (
@@ -171,8 +172,8 @@ def _write_txn_offsets(
             else 0
         )
         producer = ProducerFields(body.producer_id, body.producer_epoch, sequence, True)
-        log.append([records.Record(v, k) for k, v in rows], producer=producer)
-        return ErrorCode.none
+        info = log.append([records.Record(v, k) for k, v in rows], producer=producer)
+        return ErrorCode.none, info.first_offset
 
 
 async def txn_offset_commit(
@@ -192,19 +193,19 @@ async def txn_offset_commit(
             if group is None
             else group.commit_error(member_id, generation, instance)
         )
-    codes, rows, _ = commit_rows(groups.ctx, group_id, body.topics, error)
+    codes, rows, commits = commit_rows(groups.ctx, group_id, body.topics, error)
     if rows:
         async with groups.commit_lock:
             try:
                 partition = await txns.run(_offsets_partition, txns, group_id)
-                code = await txns.run(_write_txn_offsets, txns, body, partition, rows)
+                code, first = await txns.run(_write_txn_offsets, txns, body, partition, rows)
             except KafkaLogError as err:
                 code = error_code(err)
                 if code is ErrorCode.unknown_server_error:
                     code = ErrorCode.coordinator_not_available
             if code is ErrorCode.none:
-                key = (body.producer_id, partition)
-                groups.pending_transactions.setdefault(key, []).extend(rows)
+                staged = groups.pending_transactions.setdefault((body.producer_id, partition), {})
+                staged.setdefault(group_id, {}).update(placed(commits, first))
             else:
                 codes = {tp: code if c is ErrorCode.none else c for tp, c in codes.items()}
     return commit_response(mod, "TxnOffsetCommit", body.topics, codes)
