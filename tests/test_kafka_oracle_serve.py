@@ -2,15 +2,17 @@
 log directory and serves the same records.
 
 The broker creates the topics first (a KRaft broker removes partition directories whose topic
-ID its metadata does not know) and stops; ``kafkalog serve`` opens the broker's directory (its
-partitions, ``partition.metadata`` and ``meta.properties``: the same cluster ID), librdkafka and
-kafka-python produce through it with compression, keys, headers and idempotence; the server
-stops cleanly; the broker starts again, must not recover anything, and Kafka's console consumer
-must read exactly what the clients were acknowledged for.
+ID its metadata does not know), idempotent librdkafka producers write to them through it, and
+it stops; ``kafkalog serve`` opens the broker's directory (its partitions, ``partition.metadata``
+and ``meta.properties``: the same cluster ID), librdkafka producers write through it with
+compression, keys, headers and idempotence; the server stops cleanly; the broker starts again,
+must not recover anything, and Kafka's console consumer must read exactly what the clients were
+acknowledged for.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -38,39 +40,56 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> KafkaBroker:
     return KafkaBroker(request.param, tmp_path / "broker", {"log.retention.ms": "-1"})
 
 
+Acked = dict[str, list[tuple[int, bytes | None, bytes | None]]]
+
+
+def _produce(bootstrap: str, acked: Acked, counts: tuple[int, ...], tag: str) -> None:
+    """Records to each topic with an idempotent librdkafka producer, each topic's codec, in
+    runs of ``counts``, flushed after each; what was acknowledged goes to ``acked``. Stamped
+    now: a producer whose last batch is older than ``producer.id.expiration.ms`` (a day) is
+    dropped from the producer state when the partition is loaded."""
+    for topic, codec in zip(TOPICS, ("lz4", "zstd"), strict=True):
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "compression.type": codec,
+                "linger.ms": 5,
+            }
+        )
+
+        def delivered(err: object, msg: object, topic: str = topic) -> None:
+            assert err is None, err
+            acked[topic].append((msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
+
+        for i in range(sum(counts)):
+            key = None if i % 7 == 0 else f"k{i % 13}".encode()
+            value = None if i % 11 == 0 else f"{tag}-{codec}-{i}".encode() * (1 + i % 3)
+            producer.produce(
+                topic,
+                key=key,
+                value=value,
+                headers=[("n", str(i).encode())],
+                on_delivery=delivered,
+            )
+            if i + 1 in itertools.accumulate(counts):
+                assert producer.flush(30) == 0
+
+
 def test_kafka_serves_what_clients_wrote_through_kafkalog_serve(broker: KafkaBroker) -> None:
+    """Kafka's own idempotent producers write first, so their ids are in the partitions'
+    producer state: kafkalog must give its clients other ids, or their first batches would be
+    taken for retries of Kafka's producers' and dropped, though acknowledged."""
+    acked: Acked = {t: [] for t in TOPICS}
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS]).values():
             future.result(60)
-    acked: dict[str, list[tuple[int, bytes | None, bytes | None]]] = {t: [] for t in TOPICS}
+        _produce(broker.bootstrap, acked, (50,), "kafka")
     with serve(broker.log_dir, overrides={"auto.create.topics.enable": "false"}) as server:
-        for topic, codec in zip(TOPICS, ("lz4", "zstd"), strict=True):
-            producer = Producer(
-                {
-                    "bootstrap.servers": server.bootstrap_servers,
-                    "enable.idempotence": True,
-                    "compression.type": codec,
-                    "linger.ms": 5,
-                }
-            )
-
-            def delivered(err: object, msg: object, topic: str = topic) -> None:
-                assert err is None, err
-                acked[topic].append((msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
-
-            for i in range(300):
-                key = None if i % 7 == 0 else f"k{i % 13}".encode()
-                value = None if i % 11 == 0 else f"{codec}-{i}".encode() * (1 + i % 3)
-                producer.produce(
-                    topic,
-                    key=key,
-                    value=value,
-                    headers=[("n", str(i).encode())],
-                    timestamp=1_700_000_000_000 + i,
-                    on_delivery=delivered,
-                )
-            assert producer.flush(30) == 0
+        # the first run has the shape of Kafka's (sequences 0-49, likely one batch): given
+        # Kafka's producer's id and epoch, it would be "recognised" as that batch's retry
+        _produce(server.bootstrap_servers, acked, (50, 250), "kafkalog")
     assert (broker.log_dir / ".kafka_cleanshutdown").exists()
     mark = broker.output.stat().st_size
     with broker:

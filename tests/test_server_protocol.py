@@ -410,6 +410,20 @@ def test_producer_ids_never_repeat_across_restarts(tmp_path: Path) -> None:
     assert (tmp_path / FILE_NAME).read_text() == f"0\n{2 * BLOCK_SIZE}\n"
 
 
+def test_producer_ids_start_after_the_block_of_the_highest_id_in_use(tmp_path: Path) -> None:
+    """Ids the directories hold (producer states, __transaction_state) are never handed out:
+    the first id is the start of the block after the highest one in use, made durable."""
+    ids = ProducerIdManager([tmp_path], in_use=[5, 1999, 7])
+    assert ids.generate() == 2 * BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{3 * BLOCK_SIZE}\n"
+    ids.reserve_above([2 * BLOCK_SIZE + 500])  # found later (the transaction log is loaded)
+    assert ids.generate() == 3 * BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{4 * BLOCK_SIZE}\n"
+    ids.reserve_above([12, 3 * BLOCK_SIZE])  # nothing above what is handed out: no change
+    assert ids.generate() == 3 * BLOCK_SIZE + 1
+    assert ProducerIdManager([tmp_path], in_use=[]).generate() == 4 * BLOCK_SIZE
+
+
 def test_a_damaged_producer_id_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text("0\nbanana\n")
     with pytest.raises(CorruptCheckpointError, match="damaged"):

@@ -269,6 +269,28 @@ def test_a_decision_a_crash_interrupted_is_finished_at_start(tmp_path: Path) -> 
     run(tmp_path, restarted, **props)
 
 
+def test_ids_in_the_transaction_log_are_never_handed_out_again(tmp_path: Path) -> None:
+    """A transactional id's producer id lives in ``__transaction_state`` even before its
+    producer writes anything: the coordinator's start reserves past it, so a directory that
+    lost its producer-id block file (or never had one: a Kafka broker's) repeats no id."""
+    from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME
+
+    props = {"transaction.state.log.num.partitions": "1"}
+    first: list[int] = []
+
+    async def before(c: Coordinators) -> None:
+        _, pid, _ = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        first.append(pid)
+
+    async def after(c: Coordinators) -> None:
+        _, pid, _ = await c.txns.init_producer_id("other", MINUTE, -1, -1)
+        assert pid == (first[0] // BLOCK_SIZE + 1) * BLOCK_SIZE
+
+    run(tmp_path, before, **props)
+    (tmp_path / FILE_NAME).unlink()
+    run(tmp_path, after, **props)
+
+
 async def txn_offset_commit(
     c: Coordinators, txn: str, group: str, pid: int, epoch: int, offset: int
 ) -> ErrorCode:

@@ -4,7 +4,11 @@ Why: an idempotent producer's id keys its sequence numbers in every partition's 
 state; handing out an id twice, after a restart, would make a new producer's batches look like
 duplicates or gaps of an old one's. Like Kafka, ids are reserved in blocks of 1000 and the end
 of the reserved block is made durable before any id of it is handed out, so a crash wastes at
-most a block and never repeats an id.
+most a block and never repeats an id. Ids the log directories already hold (in a partition's
+producer state or in ``__transaction_state``: a Kafka broker's, whose controller kept its
+blocks in a metadata log we do not read) are never handed out either: a new producer given
+such an id would have its first batches taken for retries of the old one's and dropped as
+duplicates, though acknowledged.
 
 Refuses: to start on a damaged block file (it could not know which ids are used), and to hand
 out ids past Kafka's int64 range.
@@ -13,6 +17,7 @@ out ids past Kafka's int64 range.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from kafkalog.errors import CorruptCheckpointError, KafkaStorageError
@@ -27,12 +32,21 @@ _MAX_ID = 2**63 - 1
 class ProducerIdManager:
     """Hands out producer ids from a reserved block; thread-safe (one lock)."""
 
-    def __init__(self, log_dirs: list[Path]) -> None:
+    def __init__(self, log_dirs: list[Path], in_use: Iterable[int] = ()) -> None:
         self._paths = [d / FILE_NAME for d in log_dirs]
         self._lock = threading.Lock()
         reserved = max((self._read(p) for p in self._paths), default=0)
         self._next = reserved  # the block before it may have been handed out: skip it
         self._block_end = reserved
+        self.reserve_above(in_use)
+
+    def reserve_above(self, producer_ids: Iterable[int]) -> None:
+        """Hand out only ids above all of ``producer_ids`` (ids found in use), from the start
+        of the block after the highest."""
+        top = max(producer_ids, default=-1)
+        with self._lock:
+            if top >= self._next:
+                self._next = (top // BLOCK_SIZE + 1) * BLOCK_SIZE
 
     @staticmethod
     def _read(path: Path) -> int:
@@ -53,7 +67,7 @@ class ProducerIdManager:
         """The next unused producer id."""
         with self._lock:
             if self._next >= self._block_end:
-                end = self._block_end + BLOCK_SIZE
+                end = self._next + BLOCK_SIZE
                 if end > _MAX_ID:
                     raise KafkaStorageError("producer ids are exhausted")
                 data = f"{_VERSION}\n{end}\n".encode("ascii")

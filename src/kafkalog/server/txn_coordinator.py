@@ -78,6 +78,7 @@ class TransactionCoordinator:
     async def start(self) -> None:
         logs = [log for tp, log in self.ctx.manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
         self.transactions = await self.run(load_transactions, logs)
+        self.ctx.producer_ids.reserve_above(m.producer_id for m in self.transactions.values())
         if self.transactions:
             logger.info("loaded %d transactional ids", len(self.transactions))
         for meta in list(self.transactions.values()):
