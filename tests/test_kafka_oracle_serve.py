@@ -13,13 +13,14 @@ acknowledged for.
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_oracle import KafkaBroker
@@ -101,3 +102,72 @@ def test_kafka_serves_what_clients_wrote_through_kafkalog_serve(broker: KafkaBro
     for line in startup.splitlines():
         if "served-" in line:
             assert not RECOVERY_LOG.search(line), line
+
+
+def _transactions(bootstrap: str, tag: str, first_commits: bool) -> list[bytes]:
+    """Two transactions of transactional id "tx-app" on topic "tx": the first committed or
+    aborted, the second committed. The values a read_committed reader must then see."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-app"})
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for n, commit in (("first", first_commits), ("second", True)):
+        values = [f"{tag}-{n}-{i}".encode() for i in range(5)]
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("tx", value=value)
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.abort_transaction(30)
+    return committed
+
+
+def _read_committed(bootstrap: str, count: int) -> list[bytes]:
+    """The first ``count`` values of "tx" a read_committed consumer gets: once it has them, the
+    markers are written (Kafka writes them after EndTxn has been answered)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed"}
+    )
+    consumer.assign([TopicPartition("tx", 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_one_transactional_id_goes_on_across_kafka_and_kafkalog_serve(
+    broker: KafkaBroker,
+) -> None:
+    """The same transactional producer on Kafka, on Kafka again after a restart (which moves
+    the leader epochs, and so the coordinator epoch its markers carry), on ``kafkalog serve``
+    over the broker's directory, and on Kafka once more: every transaction ends, and Kafka's
+    read_committed consumer sees exactly the committed ones. kafkalog's markers must carry
+    the coordinator epoch Kafka reached, and its batches the partitions' leader epochs."""
+    committed: list[bytes] = []
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("tx", 1, 1)]).values():
+            future.result(60)
+        committed += _transactions(broker.bootstrap, "kafka-1", True)
+        assert _read_committed(broker.bootstrap, len(committed)) == committed
+    with broker:
+        committed += _transactions(broker.bootstrap, "kafka-2", False)
+        # its markers are in (with the coordinator epoch the restart moved to 2) before it stops
+        assert _read_committed(broker.bootstrap, len(committed)) == committed
+    checkpoint = broker.log_dir / "tx-0" / "leader-epoch-checkpoint"
+    epochs = checkpoint.read_text()  # a restart moved the leader epoch: "2 <offset>" is in it
+    assert epochs.splitlines()[1] != "1"
+    with serve(broker.log_dir, overrides={"auto.create.topics.enable": "false"}) as server:
+        committed += _transactions(server.bootstrap_servers, "kafkalog", False)
+        # our markers are in: Kafka, finding a decision without them, would write its own
+        assert _read_committed(server.bootstrap_servers, len(committed)) == committed
+    assert checkpoint.read_text() == epochs  # our batches carried the latest epoch: no new entry
+    with broker:
+        committed += _transactions(broker.bootstrap, "kafka-3", True)
+        rows = consume(broker, "tx", "read_committed", len(committed))
+    assert [value for *_, value, _h in rows] == committed

@@ -403,6 +403,23 @@ def test_kafka_layout_after_close(tmp_path: Path) -> None:
     assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n2 0\n"
 
 
+def test_appends_without_an_epoch_keep_the_partitions_latest(tmp_path: Path) -> None:
+    """A log a Kafka broker left at epoch 2 gets new batches at epoch 2 (data, producer
+    batches, markers), not 0: an older epoch would cut epoch 2 out of the epoch cache, as
+    Kafka's LeaderEpochFileCache drops entries that are not below a new one."""
+    log = open_log(tmp_path)
+    assert log.append(recs(1)).last_leader_epoch == 0  # a new log starts at 0
+    log.append(recs(1), leader_epoch=2)
+    log.append(recs(1))
+    log.append_records(MemoryRecords.build(recs(2)))
+    pid = ProducerFields(7, 0, 0, is_transactional=True)
+    log.append(recs(1), producer=pid)
+    log.append_end_txn_marker(7, 0, "COMMIT")
+    epochs = [b.partition_leader_epoch for b in log.read(0, 1 << 20).records.records().batches()]
+    assert epochs == [0, 2, 2, 2, 2, 2]
+    assert log.leader_epoch_cache.entries == [(0, 0), (2, 1)]
+
+
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(InvalidConfigError, match=r"segment\.bytes"):
         LogConfig.from_properties({"segment.bytes": "ten"})

@@ -152,6 +152,19 @@ def test_metadata_auto_creates_a_missing_topic_when_allowed(tmp_path: Path, vers
             assert topic.topic_id.int != 0
 
 
+def test_metadata_gives_each_partitions_latest_leader_epoch(tmp_path: Path) -> None:
+    """A directory a Kafka broker wrote keeps its epochs: Metadata says the latest, as the
+    consumer that committed an offset at that epoch waits for (older metadata is stale)."""
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 2)
+        manager.get_log("t", 1).append([Record(b"a")], leader_epoch=3)
+        manager.get_log("t", 1).append([Record(b"b")])  # no epoch given: it stays at 3
+        (topic,) = _metadata(broker, 12, ["t"]).topics
+        assert [p.leader_epoch for p in topic.partitions] == [0, 3]
+        assert manager.get_log("t", 1).leader_epoch_cache.entries == [(3, 0)]
+
+
 def test_metadata_does_not_create_when_disabled_or_not_allowed(tmp_path: Path) -> None:
     broker, manager = broker_over(tmp_path, **{"auto.create.topics.enable": "false"})
     with manager:

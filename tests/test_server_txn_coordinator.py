@@ -269,6 +269,43 @@ def test_a_decision_a_crash_interrupted_is_finished_at_start(tmp_path: Path) -> 
     run(tmp_path, restarted, **props)
 
 
+def test_markers_carry_the_transaction_log_partitions_leader_epoch(tmp_path: Path) -> None:
+    """What a Kafka broker leaves after a restart: ``__transaction_state`` at leader epoch 2,
+    and a partition whose last marker of the producer came from coordinator epoch 2. Our
+    markers for the same transactional id carry 2 (Kafka's coordinator epoch is the leader
+    epoch of the id's partition); with 0 the partition would refuse them as a zombie's."""
+    from kafkalog.log.producer_batches import ProducerFields
+
+    props = {"transaction.state.log.num.partitions": "1"}
+
+    async def kafka_left(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        c.manager.create_topic(TRANSACTION_TOPIC, 1)
+        meta = TransactionMetadata("app", 5, 0, MINUTE, COMPLETE_COMMIT)
+        state = Record(transaction_value(meta), transaction_key("app"))
+        c.manager.get_log(TRANSACTION_TOPIC, 0).append([state], leader_epoch=2)
+        log = c.manager.get_log("t", 0)
+        log.append([Record(b"kafka")], producer=ProducerFields(5, 0, 0, True), leader_epoch=2)
+        log.append_end_txn_marker(5, 0, "COMMIT", 2)
+
+    async def ours(c: Coordinators) -> None:
+        code, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert (code, pid, epoch) == (ErrorCode.none, 5, 1)
+        await c.txns.add_partitions("app", pid, epoch, [("t", 0)])
+        assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
+        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
+        assert c.txns.transactions["app"].state == COMPLETE_COMMIT
+        log = c.manager.get_log("t", 0)
+        last = list(MemoryRecords(log.read(0, 1 << 20).records.read()).batches())[-1]
+        value = next(iter(last)).value
+        assert last.is_control and value is not None
+        assert (last.producer_epoch, int.from_bytes(value[2:6], "big")) == (1, 2)
+        assert log.last_stable_offset == log.log_end_offset
+
+    run(tmp_path, kafka_left, **props)
+    run(tmp_path, ours, **props)
+
+
 def test_ids_in_the_transaction_log_are_never_handed_out_again(tmp_path: Path) -> None:
     """A transactional id's producer id lives in ``__transaction_state`` even before its
     producer writes anything: the coordinator's start reserves past it, so a directory that

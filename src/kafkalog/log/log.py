@@ -275,17 +275,18 @@ class Log:
         records: Iterable[Record],
         *,
         compression: CompressionType | str | None = None,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         producer: ProducerFields | None = None,
     ) -> LogAppendInfo:
         """Append Python records as the leader (LogAppender.append): ``None`` timestamps become
-        the clock's time; ``producer`` makes the append idempotent (and transactional)."""
+        the clock's time; ``producer`` makes the append idempotent (and transactional). The
+        batches carry ``leader_epoch``, by default the partition's latest (0 in a new log)."""
         return self._appender.append(
             records, compression=compression, leader_epoch=leader_epoch, producer=producer
         )
 
     def append_records(
-        self, records: MemoryRecords | Buffer, *, leader_epoch: int = 0
+        self, records: MemoryRecords | Buffer, *, leader_epoch: int | None = None
     ) -> LogAppendInfo:
         """Append batches a producer built, as the leader: validate, assign offsets, write."""
         return self._appender.append_records(records, leader_epoch=leader_epoch)
@@ -301,7 +302,7 @@ class Log:
         marker: ControlRecordType | str,
         coordinator_epoch: int = 0,
         *,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         timestamp: int | None = None,
     ) -> LogAppendInfo:
         """Write a COMMIT or ABORT marker for the producer's transaction (the transaction

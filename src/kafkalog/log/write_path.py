@@ -96,6 +96,11 @@ def _batches_of(data: Buffer) -> list[AnyBatch]:
     return list(MemoryRecords(data).batches(verify_crc=False))
 
 
+def _check_epoch(leader_epoch: int | None) -> None:
+    if leader_epoch is not None:
+        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+
+
 class LogAppender:
     """Appends to one partition's Log; every entry point holds the Log's lock throughout."""
 
@@ -119,6 +124,15 @@ class LogAppender:
         self._roll = roll
         self._flush = flush
 
+    def _leader_epoch(self, given: int | None) -> int:
+        """The epoch to stamp: the caller's, else the partition's latest (0 for a log that has
+        none). A default of 0 would, in a log a Kafka broker left at a later epoch, stamp new
+        batches with an older epoch and cut the later epochs out of the epoch cache."""
+        if given is not None:
+            return given
+        latest = self._epochs.latest_epoch()
+        return 0 if latest is None else latest
+
     # --- entry points --------------------------------------------------------------------------
 
     def append(
@@ -126,7 +140,7 @@ class LogAppender:
         records: Iterable[Record],
         *,
         compression: CompressionType | str | None = None,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         producer: ProducerFields | None = None,
     ) -> LogAppendInfo:
         """Append Python records as the leader: check them, give them offsets, write them.
@@ -137,7 +151,7 @@ class LogAppender:
         returns the original offsets with ``duplicate=True`` and writes nothing.
         """
         recs, facts = _records_argument(records)
-        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+        _check_epoch(leader_epoch)
         if producer is not None and not isinstance(producer, ProducerFields):
             raise InvalidArgumentError(
                 f"producer must be ProducerFields, not {type(producer).__name__}"
@@ -148,13 +162,12 @@ class LogAppender:
             codec = CompressionType.parse(compression)
         with self._lock:
             self._check_open()
+            epoch = self._leader_epoch(leader_epoch)
             now = self._local.clock.milliseconds()
             check_record_values(self._local.config, recs, now, facts)
             log_append = self._local.config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
             first = self._local.log_end_offset
-            built = build_batches(
-                self._local.config, recs, first, now, codec, leader_epoch, producer
-            )
+            built = build_batches(self._local.config, recs, first, now, codec, epoch, producer)
             last = first + len(recs) - 1
             for chunk in built:  # check all before writing any: all or nothing
                 self._check_segment_size(len(chunk.data))
@@ -170,7 +183,7 @@ class LogAppender:
                     w.last_offset,
                     w.max_timestamp,
                     w.shallow_offset,
-                    [(leader_epoch, w.base_offset)],
+                    [(epoch, w.base_offset)],
                 )
                 if duplicate is not None:
                     return self._duplicate_info(duplicate, len(recs), len(built), codec)
@@ -190,20 +203,21 @@ class LogAppender:
                 valid_bytes=sum(len(c.data) for c in built),
                 source_compression=codec,
                 target_compression=codec,
-                last_leader_epoch=leader_epoch,
+                last_leader_epoch=epoch,
             )
 
     def append_records(
-        self, records: MemoryRecords | Buffer, *, leader_epoch: int = 0
+        self, records: MemoryRecords | Buffer, *, leader_epoch: int | None = None
     ) -> LogAppendInfo:
         """Append batches a producer built, as the leader: validate, assign offsets, write."""
         data = _as_buffer(records)
-        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+        _check_epoch(leader_epoch)
         analysis = analyze(data, self._local.config, AppendOrigin.CLIENT)
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
         with self._lock:
             self._check_open()
+            epoch = self._leader_epoch(leader_epoch)
             now = self._local.clock.milliseconds()
             v = assign_offsets(
                 analysis,
@@ -211,7 +225,7 @@ class LogAppender:
                 next_offset=self._local.log_end_offset,
                 config=self._local.config,
                 now=now,
-                leader_epoch=leader_epoch,
+                leader_epoch=epoch,
             )
             idempotent = any(b.producer_id >= 0 for b in analysis.batches)
             duplicate = self._append_batches(
@@ -222,7 +236,7 @@ class LogAppender:
                 v.last_offset,
                 v.max_timestamp,
                 v.shallow_offset_of_max_timestamp,
-                [(leader_epoch, v.first_offset)],
+                [(epoch, v.first_offset)],
             )
             if duplicate is not None:
                 return self._duplicate_info(
@@ -240,7 +254,7 @@ class LogAppender:
                 valid_bytes=len(v.data),
                 source_compression=analysis.source_compression,
                 target_compression=v.target_compression,
-                last_leader_epoch=leader_epoch,
+                last_leader_epoch=epoch,
             )
 
     def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
@@ -327,7 +341,7 @@ class LogAppender:
         marker: ControlRecordType | str,
         coordinator_epoch: int = 0,
         *,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         timestamp: int | None = None,
     ) -> LogAppendInfo:
         """Write a COMMIT or ABORT marker for the producer's transaction (the transaction
@@ -335,7 +349,7 @@ class LogAppender:
         check_int("producer_id", producer_id, 0, INT64_MAX)
         check_int("producer_epoch", producer_epoch, 0, INT16_MAX)
         check_int("coordinator_epoch", coordinator_epoch, -1, INT32_MAX)
-        check_int("leader_epoch", leader_epoch, -1, INT32_MAX)
+        _check_epoch(leader_epoch)
         if timestamp is not None:
             check_int("timestamp", timestamp, -1, INT64_MAX)
         if not isinstance(marker, ControlRecordType | str):
@@ -351,6 +365,7 @@ class LogAppender:
             raise InvalidRecordError(f"marker must be COMMIT or ABORT, not {marker.name}")
         with self._lock:
             self._check_open()
+            epoch = self._leader_epoch(leader_epoch)
             offset = self._local.log_end_offset
             ts = self._local.clock.milliseconds() if timestamp is None else timestamp
             data = build_end_txn_marker(
@@ -360,7 +375,7 @@ class LogAppender:
                 marker=marker,
                 coordinator_epoch=coordinator_epoch,
                 timestamp=ts,
-                partition_leader_epoch=leader_epoch,
+                partition_leader_epoch=epoch,
             )
             self._append_batches(
                 data,
@@ -370,7 +385,7 @@ class LogAppender:
                 offset,
                 ts,
                 offset,
-                [(leader_epoch, offset)],
+                [(epoch, offset)],
             )
             return LogAppendInfo(
                 first_offset=offset,
@@ -384,7 +399,7 @@ class LogAppender:
                 valid_bytes=len(data),
                 source_compression=CompressionType.NONE,
                 target_compression=CompressionType.NONE,
-                last_leader_epoch=leader_epoch,
+                last_leader_epoch=epoch,
             )
 
     def abort_timed_out_transactions(self, timeout_ms: int) -> list[int]:

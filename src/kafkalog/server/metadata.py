@@ -40,6 +40,17 @@ def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
     return ZERO_UUID if topic_id is None else uuid.UUID(bytes=uuid_bytes(topic_id))
 
 
+def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
+    """The partition's leader epoch: the latest in its epoch cache (a directory a Kafka broker
+    wrote keeps its epochs; ours stay at 0). Clients that saw a later epoch (a committed
+    offset's) take metadata with an older one for stale and wait for a newer."""
+    try:
+        latest = ctx.manager.get_log(topic, partition).leader_epoch_cache.latest_epoch()
+    except UnknownTopicOrPartitionError:
+        return 0
+    return 0 if latest is None else latest
+
+
 def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:
     node = ctx.settings.node_id
     return make(
@@ -56,7 +67,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> A
                 error_code=ErrorCode.none,
                 partition_index=p,
                 leader_id=node,
-                leader_epoch=0,
+                leader_epoch=leader_epoch(ctx, topic, p),
                 replica_nodes=(node,),
                 isr_nodes=(node,),
                 offline_replicas=(),

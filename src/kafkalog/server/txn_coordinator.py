@@ -46,6 +46,7 @@ from kafkalog.server.txn_log import (
     TRANSACTION_TOPIC,
     TransactionMetadata,
     append_transaction_record,
+    coordinator_epoch,
     load_transactions,
 )
 
@@ -295,13 +296,14 @@ class TransactionCoordinator:
         """A marker in every partition of the transaction; returns the ``__consumer_offsets``
         partitions among them, whose pending offsets the group coordinator then settles."""
         marker = "COMMIT" if commit else "ABORT"
+        epoch = coordinator_epoch(self.ctx.manager, meta.transactional_id)
         offsets = []
         for topic, partition in sorted(meta.partitions):
             try:
                 log = self.ctx.manager.get_log(topic, partition)
             except UnknownTopicOrPartitionError:
                 continue  # deleted since: Kafka's marker channel drops it too
-            log.append_end_txn_marker(meta.producer_id, meta.producer_epoch, marker)
+            log.append_end_txn_marker(meta.producer_id, meta.producer_epoch, marker, epoch)
             if topic == OFFSETS_TOPIC:
                 offsets.append(partition)
         if meta.partitions:

@@ -130,6 +130,19 @@ def _apply(out: dict[str, TransactionMetadata], key: bytes, value: bytes | None)
     )
 
 
+def coordinator_epoch(manager: LogManager, transactional_id: str) -> int:
+    """The epoch our markers for ``transactional_id`` carry: the leader epoch of its
+    ``__transaction_state`` partition, as Kafka's TransactionStateManager takes the epoch at
+    which it loaded the partition. A partition refuses markers of an epoch below the last it
+    saw for the producer, so a directory a Kafka broker left at epoch 2 needs 2, not 0."""
+    partitions = manager.topics().get(TRANSACTION_TOPIC, 0)
+    if not partitions:
+        return 0
+    log = manager.get_log(TRANSACTION_TOPIC, partition_for(transactional_id, partitions))
+    latest = log.leader_epoch_cache.latest_epoch()
+    return 0 if latest is None else latest
+
+
 def append_transaction_record(
     manager: LogManager, meta: TransactionMetadata, partitions_if_new: int
 ) -> None:
