@@ -179,6 +179,7 @@ class KafkaBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
+                self._proc = None  # gone: it may be started again
                 raise AssertionError(f"Kafka {self.version} died at start:\n{self.tail()}")
             if self._listening() and b"Kafka Server started" in self.output.read_bytes()[seen:]:
                 return self

@@ -24,7 +24,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_oracle import KafkaBroker
+from kafkalog import LogManager
+from kafkalog.errors import LogDirectoryLockedError
 from kafkalog.server import serve
+from kafkalog.storage.dir_lock import held_by_writer
 from test_kafka_oracle_write import RECOVERY_LOG, consume
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.one_codec]
@@ -171,3 +174,21 @@ def test_one_transactional_id_goes_on_across_kafka_and_kafkalog_serve(
         committed += _transactions(broker.bootstrap, "kafka-3", True)
         rows = consume(broker, "tx", "read_committed", len(committed))
     assert [value for *_, value, _h in rows] == committed
+
+
+def test_a_running_broker_and_kafkalog_keep_out_of_each_others_directory(
+    broker: KafkaBroker,
+) -> None:
+    """Kafka locks each log directory's ``.lock`` with an fcntl record lock, kafkalog with an
+    flock and a record lock: kafkalog refuses the directory of a running broker, and the
+    broker refuses to start on a directory ``kafkalog serve`` holds."""
+    with broker:
+        with pytest.raises(LogDirectoryLockedError, match="Kafka broker"):
+            LogManager([broker.log_dir])
+        assert held_by_writer(broker.log_dir)
+    with serve(broker.log_dir):
+        with pytest.raises(AssertionError, match="died at start"):
+            broker.start()
+        assert "Failed to acquire lock on file .lock" in broker.tail(20_000)
+    with broker:  # and each lets go when it stops
+        pass

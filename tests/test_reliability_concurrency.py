@@ -6,6 +6,7 @@ Each test here reproduced a failure on 487a232 (data loss, wrong data or a reade
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from kafkalog import (
 from kafkalog.errors import LogDirectoryLockedError
 from kafkalog.log.read_path import LogReader
 from kafkalog.storage import time_index as time_index_module
+from kafkalog.storage.dir_lock import held_by_writer
 from kafkalog.storage.segment import LogSegment
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -158,6 +160,51 @@ def test_a_log_inside_a_managed_log_dir_is_refused_and_vice_versa(tmp_path: Path
         LogManager(tmp_path)
     with LogManager(tmp_path) as manager:  # everything was released
         assert manager.topics() == {"t": 1}
+
+
+# What a Kafka broker's JVM does to each log directory's .lock (FileChannel.tryLock): an fcntl
+# record lock on the whole file, held while it runs. Prints whether it got the lock.
+_JVM_LIKE_LOCK = """
+import fcntl, sys, time
+f = open(sys.argv[1], "a+")
+try:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError:
+    print("refused", flush=True)
+    sys.exit(0)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_OFD_SETLK"), reason="Linux's OFD locks")
+def test_a_kafka_broker_and_kafkalog_keep_out_of_each_others_directory(tmp_path: Path) -> None:
+    """flock and fcntl locks never meet, so kafkalog also takes an OFD record lock: a process
+    holding the JVM's kind of lock on ``.lock`` keeps LogManager and Log.open out (naming the
+    file), and kafkalog's lock keeps that process out. held_by_writer sees both kinds."""
+    (tmp_path / "t-0").mkdir()
+    lock = tmp_path / ".lock"
+    with subprocess.Popen(
+        [sys.executable, "-c", _JVM_LIKE_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    ) as broker:
+        try:
+            assert broker.stdout is not None and broker.stdout.readline() == "locked\n"
+            assert held_by_writer(tmp_path)
+            with pytest.raises(LogDirectoryLockedError, match=r"fcntl lock.*stop it first"):
+                LogManager(tmp_path)
+            with pytest.raises(LogDirectoryLockedError, match="fcntl lock"):
+                Log.open(tmp_path / "t-0")  # takes the log directory's lock shared
+        finally:
+            broker.kill()
+    with LogManager(tmp_path):
+        refused = subprocess.run(
+            [sys.executable, "-c", _JVM_LIKE_LOCK, str(lock)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert refused.stdout == "refused\n"
 
 
 def test_a_crashed_writer_leaves_no_lock(tmp_path: Path) -> None:

@@ -6,19 +6,45 @@ directory's ``.lock`` too (Kafka's loader ignores files it does not know there),
 on its own takes the enclosing log directory's ``.lock`` shared, so it cannot run inside a
 directory a LogManager owns, nor a LogManager start around it. The locks are ``flock``s: they
 conflict between processes and between two opens in one process, and the kernel drops them when
-a process dies, so a kill -9 never leaves a directory locked. Refuses: waiting for a lock
-(callers are told at once who holds it) and creating a ``.lock`` in a directory it does not own.
+a process dies, so a kill -9 never leaves a directory locked. A Kafka broker's JVM locks the
+same ``.lock`` with an fcntl record lock (FileChannel.tryLock), which an ``flock`` never meets;
+so each lock also takes an open-file-description record lock (Linux's ``F_OFD_SETLK``: owned by
+the open file like an ``flock``, in conflict with the JVM's), and a running broker and kafkalog
+keep out of each other's directories both ways. Refuses: waiting for a lock (callers are told
+at once who holds it) and creating a ``.lock`` in a directory it does not own.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import struct
 from pathlib import Path
 
 from kafkalog.errors import LogDirectoryLockedError
 from kafkalog.storage.faults import open_no_follow
 from kafkalog.storage.filenames import LOCK_FILE
+
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)  # Linux 3.15+
+# struct flock on 64-bit Linux: l_type, l_whence, (pad), l_start, l_len, l_pid, (pad);
+# l_start = l_len = 0 covers the whole file, as the JVM's tryLock() does
+_FLOCK = struct.Struct("=hh4xqqi4x")
+_RECORD_LOCK_HELD = (errno.EAGAIN, errno.EACCES)
+
+
+def _record_lock(fd: int, mode: int) -> None:
+    """The fcntl lock matching ``mode`` (LOCK_EX or LOCK_SH) on the whole file, or OSError
+    with EAGAIN/EACCES if a process (a Kafka broker) holds a conflicting one. Where the
+    filesystem cannot lock records, the ``flock`` alone stands."""
+    if _OFD_SETLK is None:
+        return
+    kind = fcntl.F_WRLCK if mode == fcntl.LOCK_EX else fcntl.F_RDLCK
+    try:
+        fcntl.fcntl(fd, _OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, 0, 0, 0))
+    except OSError as err:
+        if err.errno in _RECORD_LOCK_HELD:
+            raise
 
 
 class DirectoryLock:
@@ -78,6 +104,14 @@ class DirectoryLock:
                 f"{what} {path.parent} is locked by another process or log manager "
                 f"({path} is held); close the other writer first"
             ) from err
+        try:
+            _record_lock(fd, mode)
+        except OSError as err:
+            os.close(fd)  # drops the flock too
+            raise LogDirectoryLockedError(
+                f"{what} {path.parent} is locked by another process, a Kafka broker perhaps "
+                f"({path} has an fcntl lock); stop it first"
+            ) from err
         return cls(fd, path)
 
     def release(self) -> None:
@@ -93,6 +127,9 @@ class DirectoryLock:
         return self._fd is not None
 
 
+_LOCK_KINDS = frozenset({"FLOCK", "POSIX", "OFDLCK"})
+
+
 def held_by_writer(directory: Path) -> bool:
     """Whether some process holds ``directory``'s ``.lock`` exclusively, i.e. is writing there.
     Read from ``/proc/locks`` rather than by trying the lock, which would make a writer that
@@ -105,9 +142,10 @@ def held_by_writer(directory: Path) -> bool:
         return False
     wanted = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     for line in table.splitlines():
-        # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF" (major and minor in hex)
+        # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF" (major and minor in hex); a
+        # Kafka broker's is a POSIX lock, ours also an OFDLCK
         fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK" or fields[3] != "WRITE":
+        if len(fields) < 6 or fields[1] not in _LOCK_KINDS or fields[3] != "WRITE":
             continue
         parts = fields[5].split(":")
         if len(parts) == 3 and (int(parts[0], 16), int(parts[1], 16), int(parts[2])) == wanted:
