@@ -246,19 +246,20 @@ def test_a_restarted_server_serves_the_same_records_and_new_producer_ids(tmp_pat
         consumer.close()
 
 
-def test_a_new_producer_never_gets_an_id_another_broker_left_in_the_files(tmp_path: Path) -> None:
-    """A directory a Kafka broker wrote holds idempotent producers' state but no kafkalog
-    producer-id block file (Kafka's controller keeps its blocks in the metadata log). Were
-    kafkalog to hand out such an id again, the new producer's first batch (epoch 0, sequence
-    0) would be taken for a retry of the old one's and dropped, though acknowledged."""
+def test_a_new_producer_never_gets_an_id_another_writer_left_in_the_files(tmp_path: Path) -> None:
+    """Producer ids in the partitions' producer state, from a Kafka broker (low ids) or from
+    an earlier kafkalog whose block file is not there (a copy of the partitions), are never
+    handed out again: given one, a new producer's first batch (epoch 0, sequence 0) would be
+    taken for a retry of the old one's and dropped, though acknowledged."""
     from kafka import KafkaProducer
 
     from kafkalog.log.producer_batches import ProducerFields
+    from kafkalog.server.producer_ids import BLOCK_SIZE, FIRST_ID
 
     with LogManager([tmp_path]) as manager:
         manager.create_topic("inherited", 1)
         log = manager.get_log("inherited", 0)
-        for pid in (0, 1):  # what two producers of another broker left: ids 0 and 1, epoch 0
+        for pid in (0, FIRST_ID + 5):  # what two earlier producers left, at epoch 0
             log.append([kafkalog.Record(b"old-%d" % pid)], producer=ProducerFields(pid, 0, 0))
     with serve(tmp_path) as server:
         producer = KafkaProducer(
@@ -266,10 +267,12 @@ def test_a_new_producer_never_gets_an_id_another_broker_left_in_the_files(tmp_pa
         )
         assert producer.send("inherited", b"new").get(10).offset == 2
         producer.close()
-    assert [v for _, v, _ in stored(tmp_path, "inherited")] == [b"old-0", b"old-1", b"new"]
+    values = [v for _, v, _ in stored(tmp_path, "inherited")]
+    assert values == [b"old-0", b"old-%d" % (FIRST_ID + 5), b"new"]
     with LogManager([tmp_path]) as manager:
         batches = manager.get_log("inherited", 0).read(0, 1 << 20).records.records().batches()
-        assert [b.producer_id for b in batches] == [0, 1, 1000]  # the block after the last used
+        pids = [b.producer_id for b in batches]
+        assert pids == [0, FIRST_ID + 5, FIRST_ID + BLOCK_SIZE]  # the block after the last used
 
 
 # --- Kafka's own Java tools --------------------------------------------------------------------

@@ -13,7 +13,7 @@ from kafkalog import Record
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.server.broker import SUPPORTED_VERSIONS
 from kafkalog.server.fetch_response import encode_fetch_response
-from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, ProducerIdManager
+from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, FIRST_ID, ProducerIdManager
 from kafkalog.server.wire import (
     FrameReader,
     InvalidRequestError,
@@ -417,24 +417,36 @@ def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:
 def test_producer_ids_never_repeat_across_restarts(tmp_path: Path) -> None:
     first = ProducerIdManager([tmp_path])
     a = [first.generate() for _ in range(3)]
-    assert a == [0, 1, 2]
+    assert a == [FIRST_ID, FIRST_ID + 1, FIRST_ID + 2]
     second = ProducerIdManager([tmp_path])  # as after a kill -9: the rest of the block is skipped
-    assert second.generate() == BLOCK_SIZE
-    assert (tmp_path / FILE_NAME).read_text() == f"0\n{2 * BLOCK_SIZE}\n"
+    assert second.generate() == FIRST_ID + BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{FIRST_ID + 2 * BLOCK_SIZE}\n"
+
+
+def test_producer_ids_start_far_above_the_ids_a_kafka_controller_hands_out(
+    tmp_path: Path,
+) -> None:
+    """A Kafka controller counts from 0, a block at a time, and never learns of our ids: when
+    the directory goes back to a Kafka broker, its new producers must not get ids ours have
+    (their first batches would pass for retries of ours). A block file written before ids
+    started at FIRST_ID moves up to it."""
+    assert FIRST_ID >= 10**15 and FIRST_ID % BLOCK_SIZE == 0
+    (tmp_path / FILE_NAME).write_text(f"0\n{5 * BLOCK_SIZE}\n")
+    assert ProducerIdManager([tmp_path], in_use=[0, 4999]).generate() == FIRST_ID
 
 
 def test_producer_ids_start_after_the_block_of_the_highest_id_in_use(tmp_path: Path) -> None:
     """Ids the directories hold (producer states, __transaction_state) are never handed out:
     the first id is the start of the block after the highest one in use, made durable."""
-    ids = ProducerIdManager([tmp_path], in_use=[5, 1999, 7])
-    assert ids.generate() == 2 * BLOCK_SIZE
-    assert (tmp_path / FILE_NAME).read_text() == f"0\n{3 * BLOCK_SIZE}\n"
-    ids.reserve_above([2 * BLOCK_SIZE + 500])  # found later (the transaction log is loaded)
-    assert ids.generate() == 3 * BLOCK_SIZE
-    assert (tmp_path / FILE_NAME).read_text() == f"0\n{4 * BLOCK_SIZE}\n"
-    ids.reserve_above([12, 3 * BLOCK_SIZE])  # nothing above what is handed out: no change
-    assert ids.generate() == 3 * BLOCK_SIZE + 1
-    assert ProducerIdManager([tmp_path], in_use=[]).generate() == 4 * BLOCK_SIZE
+    ids = ProducerIdManager([tmp_path], in_use=[5, FIRST_ID + 1999, 7])
+    assert ids.generate() == FIRST_ID + 2 * BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{FIRST_ID + 3 * BLOCK_SIZE}\n"
+    ids.reserve_above([FIRST_ID + 2 * BLOCK_SIZE + 500])  # found later (the transaction log)
+    assert ids.generate() == FIRST_ID + 3 * BLOCK_SIZE
+    assert (tmp_path / FILE_NAME).read_text() == f"0\n{FIRST_ID + 4 * BLOCK_SIZE}\n"
+    ids.reserve_above([12, FIRST_ID + 3 * BLOCK_SIZE])  # nothing above what is handed out
+    assert ids.generate() == FIRST_ID + 3 * BLOCK_SIZE + 1
+    assert ProducerIdManager([tmp_path], in_use=[]).generate() == FIRST_ID + 4 * BLOCK_SIZE
 
 
 def test_a_damaged_producer_id_file_is_refused(tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ most a block and never repeats an id. Ids the log directories already hold (in a
 producer state or in ``__transaction_state``: a Kafka broker's, whose controller kept its
 blocks in a metadata log we do not read) are never handed out either: a new producer given
 such an id would have its first batches taken for retries of the old one's and dropped as
-duplicates, though acknowledged.
+duplicates, though acknowledged. For the same reason in the other direction ids start at
+``FIRST_ID``, far above the ids a Kafka controller hands out (from 0, a block at a time) when
+the directory goes back to a Kafka broker: its counter never learns of ours.
 
 Refuses: to start on a damaged block file (it could not know which ids are used), and to hand
 out ids past Kafka's int64 range.
@@ -24,6 +26,8 @@ from kafkalog.errors import CorruptCheckpointError, KafkaStorageError
 from kafkalog.storage.atomic import write_atomically
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+# 10**15 (a whole number of blocks): room for 10**12 of a Kafka controller's blocks below ours
+FIRST_ID = 10**15
 FILE_NAME = "kafkalog-producer-ids"
 _VERSION = 0
 _MAX_ID = 2**63 - 1
@@ -35,7 +39,8 @@ class ProducerIdManager:
     def __init__(self, log_dirs: list[Path], in_use: Iterable[int] = ()) -> None:
         self._paths = [d / FILE_NAME for d in log_dirs]
         self._lock = threading.Lock()
-        reserved = max((self._read(p) for p in self._paths), default=0)
+        reserved = max((self._read(p) for p in self._paths), default=FIRST_ID)
+        reserved = max(reserved, FIRST_ID)  # a file from before ids started there
         self._next = reserved  # the block before it may have been handed out: skip it
         self._block_end = reserved
         self.reserve_above(in_use)
