@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_oracle import KafkaBroker
@@ -196,3 +196,32 @@ def test_a_running_broker_and_kafkalog_keep_out_of_each_others_directory(
         assert "Failed to acquire lock on file .lock" in broker.tail(20_000)
     with broker:  # and each lets go when it stops
         pass
+
+
+def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Path) -> None:
+    """With ``metadata.log.dir`` unset (Kafka's own example configs), a KRaft node keeps
+    ``__cluster_metadata-0`` in its log directory. ``kafkalog serve`` leaves it to Kafka, as
+    Kafka's LogManager does: no client sees it as a topic, nothing in it changes (no
+    retention, no producer snapshot at close), and the broker starts again on it."""
+    from kafka_oracle import KAFKA_VERSIONS
+
+    root = tmp_path / "broker"
+    broker = KafkaBroker(KAFKA_VERSIONS[-1], root, {"metadata.log.dir": str(root / "data")})
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("m", 1, 1)]).values():
+            future.result(60)
+    metadata = broker.log_dir / "__cluster_metadata-0"
+    before = {p.name: p.read_bytes() for p in metadata.iterdir()}
+    overrides = {"log.retention.ms": "1", "log.retention.check.interval.ms": "100"}
+    with serve(broker.log_dir, overrides=overrides) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+        assert set(admin.list_topics(timeout=30).topics) == {"m"}
+        created = admin.create_topics([NewTopic("__cluster_metadata", 1, 1)])
+        with pytest.raises(KafkaException, match="prohibited"):
+            created["__cluster_metadata"].result(30)
+        time.sleep(0.5)  # a few retention rounds
+    assert {p.name: p.read_bytes() for p in metadata.iterdir()} == before
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert "m" in admin.list_topics(timeout=30).topics

@@ -270,3 +270,29 @@ def test_a_crash_during_retention_leaves_a_consistent_log(tmp_path: Path, step: 
         assert log.log_start_offset == start == log.segments.base_offsets[0]
         assert log.read_records(start)[0].offset == start
         assert log.log_end_offset == 20
+
+
+def test_a_kraft_metadata_log_in_the_directory_is_left_alone(tmp_path: Path) -> None:
+    """Kafka's KRaft node keeps ``__cluster_metadata-0`` in its first log directory unless
+    ``metadata.log.dir`` says otherwise. Kafka's LogManager leaves it to the Raft layer; so do
+    we: it is not a topic (nor to lock-free readers), retention never touches its segments,
+    and the name cannot be created."""
+    from kafkalog import Log
+    from kafkalog.log.view import discover_partitions
+
+    metadata = tmp_path / "__cluster_metadata-0"
+    with Log.open(metadata) as log:  # what a KRaft node wrote, at a timestamp long past
+        for i in range(30):
+            log.append([Record(b"r" * 50, timestamp=NOW - 10**9 + i)])
+        log.roll()
+    before = {p.name: p.read_bytes() for p in metadata.iterdir() if p.is_file()}
+    config = LogConfig.from_properties({"retention.ms": 1000, "file.delete.delay.ms": 0})
+    with LogManager([tmp_path], config, ManualClock(NOW)) as m:
+        m.create_topic("t", 1)
+        assert m.topics() == {"t": 1}
+        with pytest.raises(InvalidTopicError, match="__cluster_metadata is prohibited"):
+            m.create_topic("__cluster_metadata", 1)
+        m.run_retention()
+        m.run_delete_logs()
+    assert {p.name: p.read_bytes() for p in metadata.iterdir() if p.is_file()} == before
+    assert [tp.topic for tp in discover_partitions([tmp_path])] == ["t"]

@@ -217,6 +217,9 @@ def test_create_topics_answers_with_kafka_error_codes(tmp_path: Path) -> None:
         bad = _create(broker, 7, "u", **{"segment.bytes": "x"})
         assert bad.error_code == ErrorCode.invalid_config and "segment.bytes" in bad.error_message
         assert _create(broker, 7, "a" * 250).error_code == ErrorCode.invalid_topic_exception
+        kraft = _create(broker, 7, "__cluster_metadata")  # a KRaft node's metadata log
+        assert kraft.error_code == ErrorCode.invalid_request
+        assert kraft.error_message == "Creation of internal topic __cluster_metadata is prohibited."
         assert manager.topics() == {"t": 2}
 
 

@@ -182,6 +182,20 @@ def validate_topic_name(topic: str) -> str:
     return topic
 
 
+# Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME: a KRaft node's metadata log, whose directory sits
+# in the first log directory unless metadata.log.dir says otherwise. Not a topic of the log
+# manager's (Kafka's LogManager.loadLogs leaves it to the Raft layer), and never created.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+
+
+def validate_new_topic_name(topic: str) -> str:
+    """``validate_topic_name``, and not the metadata log's name (Kafka prohibits creating it)."""
+    validate_topic_name(topic)
+    if topic == CLUSTER_METADATA_TOPIC:
+        raise InvalidTopicError(f"Creation of internal topic {topic} is prohibited.")
+    return topic
+
+
 class TopicPartition(NamedTuple):
     """A topic and a partition number; its directory name is ``<topic>-<partition>``."""
 

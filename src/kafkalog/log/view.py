@@ -33,7 +33,7 @@ from kafkalog.storage import filenames as fn
 from kafkalog.storage import offset_index, time_index
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
-from kafkalog.types import INT64_MAX, TopicPartition, check_int
+from kafkalog.types import CLUSTER_METADATA_TOPIC, INT64_MAX, TopicPartition, check_int
 
 _INDEX_ENTRY = offset_index.ENTRY  # the index files' own layouts, declared once in storage
 _TIME_ENTRY = time_index.ENTRY
@@ -299,7 +299,8 @@ class PartitionView:
 
 def discover_partitions(log_dirs: list[Path]) -> dict[TopicPartition, Path]:
     """Every live ``<topic>-<partition>`` directory under ``log_dirs`` (Kafka's ``log.dirs``);
-    directories being deleted, future replicas and strays are left out."""
+    directories being deleted, future replicas, strays and a KRaft node's metadata log
+    (``__cluster_metadata``, not a topic to its clients) are left out."""
     found: dict[TopicPartition, Path] = {}
     for root in log_dirs:
         try:
@@ -316,7 +317,8 @@ def discover_partitions(log_dirs: list[Path]) -> dict[TopicPartition, Path]:
                 tp = fn.parse_partition_dir_name(name)
             except KafkaLogError:
                 continue
-            found.setdefault(tp, Path(child.path))
+            if tp.topic != CLUSTER_METADATA_TOPIC:
+                found.setdefault(tp, Path(child.path))
     return found
 
 

@@ -13,13 +13,13 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, KafkaLogError
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, write_atomically
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.dir_lock import DirectoryLock
 from kafkalog.storage.faults import storage_call
-from kafkalog.types import TopicPartition
+from kafkalog.types import CLUSTER_METADATA_TOPIC, TopicPartition
 
 TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
 
@@ -73,7 +73,8 @@ class LogDirectory:
         self.log_start_offsets.write({**self._unopened[1], **starts})
 
     def partition_dirs(self) -> list[Path]:
-        return sorted(p for p in self.path.iterdir() if p.is_dir())
+        """The directories to load: all but a KRaft node's metadata log (in any form)."""
+        return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
 
     def read_topic_configs(self) -> dict[str, dict[str, str]]:
         return read_topic_configs(self.path)
@@ -102,3 +103,12 @@ def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:
             file=str(path),
         )
     return {str(t): {str(k): str(v) for k, v in c.items()} for t, c in data.items()}
+
+
+def is_metadata_log(path: Path) -> bool:
+    """Whether ``path`` is a ``__cluster_metadata`` partition directory (live, or one of the
+    ``-delete``/``-stray`` forms), which only Kafka's Raft layer may touch."""
+    try:
+        return fn.parse_partition_dir_name(path.name).topic == CLUSTER_METADATA_TOPIC
+    except KafkaLogError:
+        return False

@@ -49,7 +49,7 @@ from kafkalog.types import (
     TopicPartition,
     check_int,
     uuid_bytes,
-    validate_topic_name,
+    validate_new_topic_name,
 )
 
 # far above any real topic; a guard against a typo creating millions of directories
@@ -296,7 +296,7 @@ class LogManager:
 
         Each partition directory gets a ``partition.metadata`` naming the topic ID (KIP-516): a
         fresh random one, or ``topic_id`` (a Kafka Uuid string) to match a broker's metadata."""
-        validate_topic_name(topic)
+        validate_new_topic_name(topic)
         if partitions is None:
             partitions = self.num_partitions
         if topic_id is None:

@@ -27,7 +27,7 @@ from kafkalog.server.context import (
 )
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
-from kafkalog.types import uuid_bytes, validate_topic_name
+from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topic_name
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -144,7 +144,7 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
 
 def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
     try:
-        validate_topic_name(topic)
+        validate_new_topic_name(topic)
         ctx.manager.create_topic(topic, ctx.settings.num_partitions)
         logger.info("auto-created topic %r with %d partitions", topic, ctx.settings.num_partitions)
     except TopicExistsError:
@@ -182,6 +182,8 @@ def _create_one(
     ctx: BrokerContext, topic: Any, *, validate_only: bool
 ) -> tuple[ErrorCode, str | None, int]:
     name = topic.name
+    if name == CLUSTER_METADATA_TOPIC:  # as Kafka's handleCreateTopicsRequest answers
+        return ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited.", -1
     count = topic.num_partitions if topic.num_partitions != -1 else ctx.settings.num_partitions
     if topic.assignments:
         if any(tuple(a.broker_ids) != (ctx.settings.node_id,) for a in topic.assignments):
@@ -204,7 +206,7 @@ def _create_one(
     if name in ctx.manager.topics():
         return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1
     try:
-        validate_topic_name(name)
+        validate_new_topic_name(name)
         if validate_only:
             LogConfig.from_properties(
                 {k: v for k, v in configs.items() if v is not None},
