@@ -170,6 +170,23 @@ def test_metadata_gives_each_partitions_latest_leader_epoch(tmp_path: Path) -> N
         assert manager.get_log("t", 1).leader_epoch_cache.entries == [(3, 0)]
 
 
+def test_metadata_marks_kafkas_internal_topics(tmp_path: Path) -> None:
+    """Kafka's Topic.INTERNAL_TOPICS are flagged internal (consumers leave them out of pattern
+    subscriptions); any other topic is not."""
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        names = ["__consumer_offsets", "__transaction_state", "__share_group_state", "_t"]
+        for name in names:
+            manager.create_topic(name, 1)
+        answer = _metadata(broker, 12, names)
+        assert {t.name: t.is_internal for t in answer.topics} == {
+            "__consumer_offsets": True,
+            "__transaction_state": True,
+            "__share_group_state": True,
+            "_t": False,
+        }
+
+
 def test_metadata_does_not_create_when_disabled_or_not_allowed(tmp_path: Path) -> None:
     broker, manager = broker_over(tmp_path, **{"auto.create.topics.enable": "false"})
     with manager:

@@ -32,7 +32,8 @@ from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topi
 logger = logging.getLogger("kafkalog.server")
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's Topic.INTERNAL_TOPICS: a Kafka 4 broker's directory may hold share-group state too
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
