@@ -1,4 +1,4 @@
-"""Generate src/kafkalog/cli/metadata_schemas.py from Kafka's own KRaft metadata record schemas
+"""Generate src/kafkalog/records/metadata_schemas.py from Kafka's own KRaft metadata record schemas
 (``common/metadata/*.json`` in the kafka-metadata jar of the newest pinned Kafka), as kio
 generates its protocol messages from Kafka's JSON.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "src" / "kafkalog" / "cli" / "metadata_schemas.py"
+OUT = ROOT / "src" / "kafkalog" / "records" / "metadata_schemas.py"
 
 
 def _versions(text: str | None) -> tuple[int, int | None] | None:

@@ -223,7 +223,7 @@ def test_decoder_classes_print_as_kafkas(tmp_path: Path, version: str) -> None:
 
 
 def test_the_metadata_schemas_are_generated_from_kafkas_own() -> None:
-    """src/kafkalog/cli/metadata_schemas.py is what interop/gen_metadata_schemas.py makes of
+    """src/kafkalog/records/metadata_schemas.py is what interop/gen_metadata_schemas.py makes of
     the newest pinned Kafka's kafka-metadata jar (regenerate it after a version bump)."""
     import importlib.util
 

@@ -202,26 +202,41 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
     """With ``metadata.log.dir`` unset (Kafka's own example configs), a KRaft node keeps
     ``__cluster_metadata-0`` in its log directory. ``kafkalog serve`` leaves it to Kafka, as
     Kafka's LogManager does: no client sees it as a topic, nothing in it changes (no
-    retention, no producer snapshot at close), and the broker starts again on it."""
+    retention, no producer snapshot at close), and the broker starts again on it. It does read
+    the topic configs there: a topic Kafka keeps forever is not cut by the server's own
+    seven-day, here one-millisecond, retention, which a topic with no override does get."""
     from kafka_oracle import KAFKA_VERSIONS
 
     root = tmp_path / "broker"
     broker = KafkaBroker(KAFKA_VERSIONS[-1], root, {"metadata.log.dir": str(root / "data")})
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for future in admin.create_topics([NewTopic("m", 1, 1)]).values():
+        topics = [NewTopic("m", 1, 1, config={"retention.ms": "-1"}), NewTopic("plain", 1, 1)]
+        for future in admin.create_topics(topics).values():
             future.result(60)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for topic in ("m", "plain"):
+            for i in range(5):  # stamped long ago: past any retention but -1
+                producer.produce(topic, value=b"v%d" % i, timestamp=1_700_000_000_000 + i)
+        assert producer.flush(30) == 0
     metadata = broker.log_dir / "__cluster_metadata-0"
     before = {p.name: p.read_bytes() for p in metadata.iterdir()}
     overrides = {"log.retention.ms": "1", "log.retention.check.interval.ms": "100"}
     with serve(broker.log_dir, overrides=overrides) as server:
         admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
-        assert set(admin.list_topics(timeout=30).topics) == {"m"}
+        assert set(admin.list_topics(timeout=30).topics) == {"m", "plain"}
         created = admin.create_topics([NewTopic("__cluster_metadata", 1, 1)])
         with pytest.raises(KafkaException, match="prohibited"):
             created["__cluster_metadata"].result(30)
-        time.sleep(0.5)  # a few retention rounds
+        deadline = time.monotonic() + 30
+        while server.manager.get_log("plain").log_start_offset < 5:  # retention ran
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert server.manager.get_log("m").log_start_offset == 0
     assert {p.name: p.read_bytes() for p in metadata.iterdir()} == before
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        assert "m" in admin.list_topics(timeout=30).topics
+        assert {"m", "plain"} <= set(admin.list_topics(timeout=30).topics)
+        assert [value for *_, value, _h in consume(broker, "m", "read_uncommitted", 5)] == [
+            b"v%d" % i for i in range(5)
+        ]

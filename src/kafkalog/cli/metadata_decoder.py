@@ -17,8 +17,8 @@ import json
 import re
 from typing import Any
 
-from kafkalog.cli.metadata_schemas import SCHEMAS
 from kafkalog.errors import CorruptRecordError
+from kafkalog.records.metadata_schemas import SCHEMAS
 from kafkalog.records.schema_reader import SchemaReader
 
 

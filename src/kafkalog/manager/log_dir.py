@@ -4,7 +4,8 @@ Why: Kafka keeps per-directory state beside the partitions: ``.lock`` (so two pr
 own the same data), ``.kafka_cleanshutdown``, and the recovery-point and log-start-offset
 checkpoints for every partition in it. Topic config overrides, which a broker keeps in its
 metadata log, live here in ``kafkalog-topic-configs.json`` (a file, so a broker opening the
-directory ignores it). Refuses: opening logs (the manager does).
+directory ignores it); a topic it does not name takes those of a KRaft metadata log in the
+directory, if there is one (``kraft_configs``). Refuses: opening logs (the manager does).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kafkalog.errors import CorruptCheckpointError, KafkaLogError
+from kafkalog.manager.kraft_configs import kraft_topic_configs
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, write_atomically
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
@@ -77,7 +79,14 @@ class LogDirectory:
         return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
 
     def read_topic_configs(self) -> dict[str, dict[str, str]]:
-        return read_topic_configs(self.path)
+        """kafkalog's own file; for a topic it does not name, the overrides a KRaft node's
+        metadata log in this directory holds (a Kafka broker keeps topic configs there)."""
+        configs = read_topic_configs(self.path)
+        metadata = self.path / f"{CLUSTER_METADATA_TOPIC}-0"
+        if metadata.is_dir():
+            for topic, overrides in kraft_topic_configs(metadata).items():
+                configs.setdefault(topic, overrides)
+        return configs
 
     def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)

@@ -1,0 +1,62 @@
+"""Topic configs replayed from KRaft metadata records, as Kafka's ConfigurationControlManager
+replays them.
+
+Why: a Kafka broker keeps each topic's config overrides in its metadata log, not beside the
+partitions; the manager needs them for topics a broker created (``manager/kraft_configs.py``
+reads the files). A record's value is MetadataRecordSerde's frame (frame version 1, api key
+and version as unsigned varints) around a flexible message of Kafka's own schema
+(``metadata_schemas``). Refuses: I/O, and every record but TopicRecord, ConfigRecord of a TOPIC
+resource (a null value deletes the key) and RemoveTopicRecord (which drops the topic's keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kafkalog.records.metadata_schemas import SCHEMAS
+from kafkalog.records.scanner import AnyBatch
+from kafkalog.records.schema_reader import SchemaReader
+
+_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
+_TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+
+
+def topic_configs(batches: Iterable[AnyBatch]) -> dict[str, dict[str, str]]:
+    """Topic name -> its config overrides after the records of ``batches`` (a snapshot's,
+    then the log's after it), for the topics that have any. CorruptRecordError on a record
+    it should read and cannot."""
+    names: dict[str, str] = {}  # topic id -> name
+    configs: dict[str, dict[str, str]] = {}
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for record in batch:
+            decoded = _decode(record.value)
+            if decoded is None:
+                continue
+            api_key, data = decoded
+            if api_key == _TOPIC_RECORD:
+                names[data["topicId"]] = data["name"]
+            elif api_key == _REMOVE_TOPIC_RECORD:
+                configs.pop(names.pop(data["topicId"], ""), None)
+            elif data["resourceType"] == _TOPIC_RESOURCE:
+                topic = configs.setdefault(data["resourceName"], {})
+                if data["value"] is None:
+                    topic.pop(data["name"], None)
+                else:
+                    topic[data["name"]] = data["value"]
+    return {topic: values for topic, values in configs.items() if values}
+
+
+def _decode(value: bytes | None) -> tuple[int, dict[str, Any]] | None:
+    """(api key, fields) of a TopicRecord, ConfigRecord or RemoveTopicRecord; None for any
+    other record (or frame version)."""
+    reader = SchemaReader(value or b"", flexible=True, what="a metadata record")
+    if reader.uvarint() != 1:
+        return None
+    api_key, version = reader.uvarint(), reader.uvarint()
+    if api_key not in (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD):
+        return None
+    _, _, fields = SCHEMAS[api_key]
+    return api_key, reader.struct(fields, version)  # type: ignore[arg-type]

@@ -1,0 +1,105 @@
+"""Topic configs read from a KRaft node's metadata log (``records/kraft_metadata.py`` replays,
+``manager/kraft_configs.py`` reads the files): the
+latest snapshot, then the records after it, replayed as Kafka's ConfigurationControlManager
+replays them, and used by a LogManager for the topics its own file does not name. The real
+thing (a Kafka 3.9.2 and 4.3.1 broker's metadata log) is in test_kafka_oracle_serve.py."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from kafkalog import Log, LogConfig, LogManager, MemoryRecords, Record
+from kafkalog.manager.kraft_configs import kraft_topic_configs
+
+TOPIC, BROKER = 2, 4  # ConfigResource.Type
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return b"\0"
+    raw = text.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _record(api_key: int, body: bytes) -> Record:
+    """MetadataRecordSerde's frame (version 1, api key, version 0) around a flexible body."""
+    return Record(_uvarint(1) + _uvarint(api_key) + _uvarint(0) + body + b"\0")
+
+
+def topic_record(name: str, topic_id: bytes) -> Record:
+    return _record(2, _string(name) + topic_id)
+
+
+def config_record(kind: int, resource: str, key: str, value: str | None) -> Record:
+    return _record(4, bytes([kind]) + _string(resource) + _string(key) + _string(value))
+
+
+def remove_topic_record(topic_id: bytes) -> Record:
+    return _record(9, topic_id)
+
+
+A, C = uuid.uuid4().bytes, uuid.uuid4().bytes
+
+
+def metadata_log(log_dir: Path) -> Path:
+    """A metadata log whose snapshot covers offsets 0-2, and records after it."""
+    path = log_dir / "__cluster_metadata-0"
+    with Log.open(path) as log:
+        log.append([config_record(TOPIC, "a", "retention.ms", "1")] * 3)  # below the snapshot
+        log.append(
+            [
+                config_record(TOPIC, "a", "segment.bytes", "2097152"),
+                config_record(TOPIC, "b", "cleanup.policy", None),  # deleted
+                topic_record("c", C),
+                config_record(TOPIC, "c", "retention.ms", "5"),
+                remove_topic_record(C),  # and its configs with it
+                config_record(TOPIC, "a", "no.such.config", "x"),  # not kafkalog's: left out
+                config_record(TOPIC, "a", "retention.bytes", "lots"),  # not a number: left out
+                config_record(BROKER, "1", "log.retention.ms", "1"),  # a broker's, not a topic's
+            ]
+        )
+    snapshot = [
+        topic_record("a", A),
+        config_record(TOPIC, "a", "retention.ms", "-1"),
+        config_record(TOPIC, "b", "cleanup.policy", "compact"),
+    ]
+    data = bytes(MemoryRecords.build(snapshot))
+    (path / f"{3:020d}-{1:010d}.checkpoint").write_bytes(data)
+    return path
+
+
+def test_the_snapshot_then_the_records_after_it_are_replayed(tmp_path: Path) -> None:
+    configs = kraft_topic_configs(metadata_log(tmp_path))
+    assert configs == {"a": {"retention.ms": "-1", "segment.bytes": "2097152"}}
+
+
+def test_a_log_manager_takes_them_for_topics_its_own_file_does_not_name(tmp_path: Path) -> None:
+    metadata_log(tmp_path)
+    for topic in ("a", "b"):
+        Log.open(tmp_path / f"{topic}-0").close()  # partitions a Kafka broker created
+    defaults = LogConfig()
+    with LogManager([tmp_path]) as manager:
+        assert manager.topic_config("a").retention_ms == -1
+        assert manager.topic_config("a").segment_size == 2097152
+        assert manager.topic_config("b").retention_ms == defaults.retention_ms
+    (tmp_path / "kafkalog-topic-configs.json").write_text(json.dumps({"a": {}}))
+    with LogManager([tmp_path]) as manager:  # kafkalog's own record of "a" wins
+        assert manager.topic_config("a").retention_ms == defaults.retention_ms
+
+
+def test_an_unreadable_metadata_log_leaves_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "__cluster_metadata-0"
+    with Log.open(path) as log:
+        log.append([Record(b"\x01\x04\x00")])  # a ConfigRecord frame that ends at once
+    assert kraft_topic_configs(path) == {}
