@@ -103,3 +103,20 @@ def test_an_unreadable_metadata_log_leaves_the_defaults(tmp_path: Path) -> None:
     with Log.open(path) as log:
         log.append([Record(b"\x01\x04\x00")])  # a ConfigRecord frame that ends at once
     assert kraft_topic_configs(path) == {}
+
+
+def test_metadata_log_dir_points_at_a_metadata_log_kept_elsewhere(tmp_path: Path) -> None:
+    """``metadata.log.dir`` in a broker's server.properties goes to the manager, which reads
+    the metadata log there; without it a metadata log outside the log directory is not found."""
+    from kafkalog.manager.server_config import ServerConfig
+
+    metadata_log(tmp_path / "meta")
+    data = tmp_path / "data"
+    Log.open(data / "a-0").close()
+    props = {"log.dirs": str(data), "metadata.log.dir": str(tmp_path / "meta")}
+    server = ServerConfig.from_properties(props)
+    assert "metadata.log.dir" not in server.unused
+    with LogManager.from_server_config(server) as manager:
+        assert manager.topic_config("a").retention_ms == -1
+    with LogManager([data]) as manager:
+        assert manager.topic_config("a").retention_ms == LogConfig().retention_ms

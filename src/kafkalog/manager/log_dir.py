@@ -29,8 +29,10 @@ TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
 class LogDirectory:
     """A locked log directory. Not thread-safe: the manager serialises its calls."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, metadata_log_dir: str = "") -> None:
         self.path = path
+        # where a KRaft node keeps its metadata log: metadata.log.dir, else the log dir itself
+        self._metadata_log = Path(metadata_log_dir or path) / f"{CLUSTER_METADATA_TOPIC}-0"
         storage_call(path.mkdir, 0o777, True, True, what=f"creating log directory {path}")
         self._lock = DirectoryLock.exclusive(path, "log directory")
         self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
@@ -80,11 +82,10 @@ class LogDirectory:
 
     def read_topic_configs(self) -> dict[str, dict[str, str]]:
         """kafkalog's own file; for a topic it does not name, the overrides a KRaft node's
-        metadata log in this directory holds (a Kafka broker keeps topic configs there)."""
+        metadata log holds (a Kafka broker keeps topic configs there)."""
         configs = read_topic_configs(self.path)
-        metadata = self.path / f"{CLUSTER_METADATA_TOPIC}-0"
-        if metadata.is_dir():
-            for topic, overrides in kraft_topic_configs(metadata).items():
+        if self._metadata_log.is_dir():
+            for topic, overrides in kraft_topic_configs(self._metadata_log).items():
                 configs.setdefault(topic, overrides)
         return configs
 

@@ -98,7 +98,7 @@ class LogManager:
         self._dirs: list[LogDirectory] = []
         try:
             for p in paths:
-                self._dirs.append(LogDirectory(p))
+                self._dirs.append(LogDirectory(p, self.config.metadata_log_dir))
         except KafkaLogError:
             for d in self._dirs:
                 d.release()
