@@ -200,6 +200,8 @@ def check_mapping(what: str, props: object) -> None:
 
 
 def render(value: Any) -> str:
+    if value is None:
+        return "null"  # as Java prints a null default (String.valueOf)
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and math.isinf(value):

@@ -58,10 +58,10 @@ class ManagerConfig:
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", Type.INT, 10_000,
         "Period of the check for timed-out transactions.", at_least(1),
     )  # fmt: skip
-    metadata_log_dir: str = define(
-        "metadata.log.dir", Type.STRING, "",
+    metadata_log_dir: str | None = define(
+        "metadata.log.dir", Type.STRING, None,
         "A KRaft node's metadata log directory, read (never written) for the configs of topics "
-        "a Kafka broker created; the log directory itself when empty.",
+        "a Kafka broker created; the log directory itself when unset.",
     )  # fmt: skip
     producer_state: ProducerStateConfig = field(default_factory=ProducerStateConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)

@@ -29,7 +29,7 @@ TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
 class LogDirectory:
     """A locked log directory. Not thread-safe: the manager serialises its calls."""
 
-    def __init__(self, path: Path, metadata_log_dir: str = "") -> None:
+    def __init__(self, path: Path, metadata_log_dir: str | None = None) -> None:
         self.path = path
         # where a KRaft node keeps its metadata log: metadata.log.dir, else the log dir itself
         self._metadata_log = Path(metadata_log_dir or path) / f"{CLUSTER_METADATA_TOPIC}-0"
