@@ -10,8 +10,11 @@ import json
 import uuid
 from pathlib import Path
 
-from kafkalog import Log, LogConfig, LogManager, MemoryRecords, Record
+import pytest
+
+from kafkalog import Log, LogConfig, LogManager, ManagerConfig, MemoryRecords, Record
 from kafkalog.manager.kraft_configs import kraft_topic_configs
+from kafkalog.records.builder import RecordBatchBuilder
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type
 
@@ -120,3 +123,56 @@ def test_metadata_log_dir_points_at_a_metadata_log_kept_elsewhere(tmp_path: Path
         assert manager.topic_config("a").retention_ms == -1
     with LogManager([data]) as manager:
         assert manager.topic_config("a").retention_ms == LogConfig().retention_ms
+
+
+def test_the_metadata_log_is_read_once_and_kafkalogs_own_file_wins_in_any_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two log dirs and ``metadata.log.dir`` outside them: the metadata log is replayed once,
+    and a topic kafkalog's file names (here in the first dir) keeps those overrides even
+    though its partitions are in the second."""
+    from kafkalog.manager import log_dir
+
+    metadata_log(tmp_path / "meta")
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    Log.open(second / "a-0").close()
+    first.mkdir()
+    (first / "kafkalog-topic-configs.json").write_text(json.dumps({"a": {"retention.ms": "9"}}))
+    reads: list[Path] = []
+    real = log_dir.kraft_topic_configs
+    monkeypatch.setattr(log_dir, "kraft_topic_configs", lambda p: reads.append(p) or real(p))
+    config = ManagerConfig.from_properties({"metadata.log.dir": str(tmp_path / "meta")})
+    with LogManager([first, second], config=config) as manager:
+        assert manager.topic_config("a").retention_ms == 9
+        assert manager.topic_config("a").segment_size == LogConfig().segment_size
+    assert reads == [tmp_path / "meta" / "__cluster_metadata-0"]
+
+
+def _compacted_topic_with_a_gap(log_dir: Path) -> None:
+    """Topic ``k``, compacted by the metadata log's say alone, whose cleaner left offsets 1-9
+    in no segment, as Kafka's does when it empties a segment."""
+    path = log_dir / "__cluster_metadata-0"
+    with Log.open(path) as log:
+        log.append([topic_record("k", A), config_record(TOPIC, "k", "cleanup.policy", "compact")])
+    with Log.open(log_dir / "k-0") as log:
+        for offset in (0, 10):
+            batch = RecordBatchBuilder(base_offset=offset, partition_leader_epoch=0)
+            batch.append(b"v", key=b"k", timestamp=0)
+            if offset:
+                log.roll(offset)
+            log.append_as_follower(batch.build())
+
+
+def test_the_cli_reads_a_kafka_brokers_topic_configs_too(tmp_path: Path) -> None:
+    """kafka-topics --describe shows a Kafka topic's configs, and verify takes a gap in a
+    compacted Kafka topic for the cleaner's work, not a lost segment."""
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    _compacted_topic_with_a_gap(tmp_path)
+    describe = CliRunner().invoke(cli, ["topics", "--log-dirs", str(tmp_path), "--describe"])
+    assert "\tConfigs: cleanup.policy=compact\n" in describe.output, describe.output
+    verify = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
+    assert verify.exit_code == 0, verify.output
+    assert "offset gap" not in verify.output

@@ -88,11 +88,13 @@ def test_leader_epoch_cache(tmp_path: Path) -> None:
     from kafkalog.log.leader_epoch import LeaderEpochCache
 
     cache = LeaderEpochCache(tmp_path)
+    assert (cache.latest_epoch(), cache.leader_epoch()) == (None, 0)  # none yet: a leader at 0
     cache.assign(0, 0)
     cache.assign(2, 10)
     cache.assign(2, 15)  # same epoch, later start: no change
     cache.assign(5, 30)
     assert cache.entries == [(0, 0), (2, 10), (5, 30)]
+    assert (cache.latest_epoch(), cache.leader_epoch()) == (5, 5)
     assert (cache.epoch_for_offset(9), cache.epoch_for_offset(10), cache.epoch_for_offset(99)) == (
         0,
         2,

@@ -24,7 +24,7 @@ from kafkalog.cli.errors import EXIT_PROBLEMS_FOUND, user_errors
 from kafkalog.cli.progress import progress
 from kafkalog.errors import CorruptCheckpointError, KafkaLogError, UnknownTopicOrPartitionError
 from kafkalog.log.log import Log
-from kafkalog.manager.log_dir import read_topic_configs
+from kafkalog.manager.log_dir import topic_configs
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -172,7 +172,7 @@ def verify(log_dirs: str) -> None:
         if any(d.glob("*" + fn.LOG_FILE_SUFFIX)):
             partitions = [d]  # a partition directory given directly
         try:
-            configs = read_topic_configs(d if partitions != [d] else d.parent)
+            configs = topic_configs([d if partitions != [d] else d.parent])
         except CorruptCheckpointError as err:
             report.problems.append(str(err))
             configs = {}

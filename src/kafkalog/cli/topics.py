@@ -22,7 +22,7 @@ from kafkalog.cli.admin import existing_dirs, log_dirs_option, parse_configs
 from kafkalog.cli.errors import user_errors
 from kafkalog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOrPartitionError
 from kafkalog.log.view import PartitionView, discover_partitions
-from kafkalog.manager.log_dir import read_topic_configs
+from kafkalog.manager.log_dir import topic_configs
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage.partition_metadata import read_partition_metadata
 
@@ -111,11 +111,12 @@ def topics(
         existing_dirs(log_dirs)
     if action in ("list", "describe"):  # read-only: no lock, so beside a writer too
         by_topic = _partitions(dirs)
+        overrides = topic_configs(dirs) if action == "describe" else {}
         for name in matching(sorted(by_topic), topic, if_exists=if_exists):
             if action == "list":
                 click.echo(name)
             else:
-                _describe(dirs, name, by_topic[name], node_id(dirs))
+                _describe(overrides.get(name, {}), name, by_topic[name], node_id(dirs))
         return
     with LogManager(dirs) as manager:
         if action == "create":
@@ -144,11 +145,10 @@ def _partitions(dirs: list[Path]) -> dict[str, dict[int, Path]]:
     return out
 
 
-def _describe(dirs: list[Path], topic: str, partitions: dict[int, Path], node: int) -> None:
+def _describe(
+    overrides: dict[str, str], topic: str, partitions: dict[int, Path], node: int
+) -> None:
     """kafka-topics' lines from the files alone: another process may be writing meanwhile."""
-    overrides: dict[str, str] = {}
-    for d in dirs:
-        overrides.update(read_topic_configs(d).get(topic, {}))
     configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
     meta = read_partition_metadata(partitions[min(partitions)])
     click.echo(

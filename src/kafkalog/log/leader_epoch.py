@@ -38,6 +38,14 @@ class LeaderEpochCache:
         with self._lock:
             return self._entries[-1][0] if self._entries else None
 
+    def leader_epoch(self) -> int:
+        """The epoch a leader stamps on what it appends now: the latest, or 0 in a log that has
+        none. A fixed 0 would, in a log a Kafka broker left at a later epoch, stamp new batches
+        with an older epoch, cut the later ones out of this cache, and make the partition
+        refuse transaction markers as a zombie coordinator's."""
+        latest = self.latest_epoch()
+        return 0 if latest is None else latest
+
     def earliest(self) -> tuple[int, int] | None:
         with self._lock:
             return self._entries[0] if self._entries else None

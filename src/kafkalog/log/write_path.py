@@ -125,13 +125,8 @@ class LogAppender:
         self._flush = flush
 
     def _leader_epoch(self, given: int | None) -> int:
-        """The epoch to stamp: the caller's, else the partition's latest (0 for a log that has
-        none). A default of 0 would, in a log a Kafka broker left at a later epoch, stamp new
-        batches with an older epoch and cut the later epochs out of the epoch cache."""
-        if given is not None:
-            return given
-        latest = self._epochs.latest_epoch()
-        return 0 if latest is None else latest
+        """The epoch to stamp: the caller's, else the partition's own."""
+        return self._epochs.leader_epoch() if given is None else given
 
     # --- entry points --------------------------------------------------------------------------
 

@@ -4,14 +4,14 @@ Why: Kafka keeps per-directory state beside the partitions: ``.lock`` (so two pr
 own the same data), ``.kafka_cleanshutdown``, and the recovery-point and log-start-offset
 checkpoints for every partition in it. Topic config overrides, which a broker keeps in its
 metadata log, live here in ``kafkalog-topic-configs.json`` (a file, so a broker opening the
-directory ignores it); a topic it does not name takes those of a KRaft metadata log in the
-directory, if there is one (``kraft_configs``). Refuses: opening logs (the manager does).
+directory ignores it); a topic no such file names takes those of a KRaft node's metadata log,
+if there is one (``kraft_configs``). Refuses: opening logs (the manager does).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalog.errors import CorruptCheckpointError, KafkaLogError
@@ -29,10 +29,8 @@ TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
 class LogDirectory:
     """A locked log directory. Not thread-safe: the manager serialises its calls."""
 
-    def __init__(self, path: Path, metadata_log_dir: str | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        # where a KRaft node keeps its metadata log: metadata.log.dir, else the log dir itself
-        self._metadata_log = Path(metadata_log_dir or path) / f"{CLUSTER_METADATA_TOPIC}-0"
         storage_call(path.mkdir, 0o777, True, True, what=f"creating log directory {path}")
         self._lock = DirectoryLock.exclusive(path, "log directory")
         self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
@@ -80,21 +78,31 @@ class LogDirectory:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""
         return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
 
-    def read_topic_configs(self) -> dict[str, dict[str, str]]:
-        """kafkalog's own file; for a topic it does not name, the overrides a KRaft node's
-        metadata log holds (a Kafka broker keeps topic configs there)."""
-        configs = read_topic_configs(self.path)
-        if self._metadata_log.is_dir():
-            for topic, overrides in kraft_topic_configs(self._metadata_log).items():
-                configs.setdefault(topic, overrides)
-        return configs
-
     def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
         write_atomically(self.path / TOPIC_CONFIGS_FILE, text.encode())
 
     def release(self) -> None:
         self._lock.release()
+
+
+def topic_configs(
+    log_dirs: Sequence[Path], metadata_log_dir: str | Path | None = None
+) -> dict[str, dict[str, str]]:
+    """Every topic's config overrides: those kafkalog's file in each log directory names, and
+    for other topics those a KRaft node's metadata log holds (a Kafka broker keeps topic configs
+    there). The metadata log is read once, from ``metadata.log.dir`` if given, else from the
+    first log directory that has one (Kafka puts it in the first of ``log.dirs``)."""
+    configs: dict[str, dict[str, str]] = {}
+    for d in log_dirs:
+        configs.update(read_topic_configs(d))
+    homes = [Path(metadata_log_dir)] if metadata_log_dir else log_dirs
+    for metadata_log in (home / f"{CLUSTER_METADATA_TOPIC}-0" for home in homes):
+        if metadata_log.is_dir():
+            for topic, overrides in kraft_topic_configs(metadata_log).items():
+                configs.setdefault(topic, overrides)
+            break
+    return configs
 
 
 def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:

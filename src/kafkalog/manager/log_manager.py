@@ -33,7 +33,7 @@ from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
-from kafkalog.manager.log_dir import LogDirectory
+from kafkalog.manager.log_dir import LogDirectory, topic_configs
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig
 from kafkalog.manager.shutdown import close_logs
@@ -98,7 +98,7 @@ class LogManager:
         self._dirs: list[LogDirectory] = []
         try:
             for p in paths:
-                self._dirs.append(LogDirectory(p, self.config.metadata_log_dir))
+                self._dirs.append(LogDirectory(p))
         except KafkaLogError:
             for d in self._dirs:
                 d.release()
@@ -171,8 +171,8 @@ class LogManager:
         intents_.clear(d.path for d in self._dirs)
 
     def _load_logs(self) -> None:
-        for d in self._dirs:
-            self._topic_configs.update(d.read_topic_configs())
+        metadata_log_dir = self.config.metadata_log_dir
+        self._topic_configs.update(topic_configs([d.path for d in self._dirs], metadata_log_dir))
         self._finish_topic_intents()
         for d in self._dirs:
             clean = d.take_clean_shutdown()

@@ -46,10 +46,9 @@ def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
     wrote keeps its epochs; ours stay at 0). Clients that saw a later epoch (a committed
     offset's) take metadata with an older one for stale and wait for a newer."""
     try:
-        latest = ctx.manager.get_log(topic, partition).leader_epoch_cache.latest_epoch()
+        return ctx.manager.get_log(topic, partition).leader_epoch_cache.leader_epoch()
     except UnknownTopicOrPartitionError:
         return 0
-    return 0 if latest is None else latest
 
 
 def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:

@@ -39,8 +39,8 @@ class ProducerIdManager:
     def __init__(self, log_dirs: list[Path], in_use: Iterable[int] = ()) -> None:
         self._paths = [d / FILE_NAME for d in log_dirs]
         self._lock = threading.Lock()
-        reserved = max((self._read(p) for p in self._paths), default=FIRST_ID)
-        reserved = max(reserved, FIRST_ID)  # a file from before ids started there
+        # FIRST_ID also over a file from before ids started there
+        reserved = max([FIRST_ID, *(self._read(p) for p in self._paths)])
         self._next = reserved  # the block before it may have been handed out: skip it
         self._block_end = reserved
         self.reserve_above(in_use)

@@ -139,8 +139,7 @@ def coordinator_epoch(manager: LogManager, transactional_id: str) -> int:
     if not partitions:
         return 0
     log = manager.get_log(TRANSACTION_TOPIC, partition_for(transactional_id, partitions))
-    latest = log.leader_epoch_cache.latest_epoch()
-    return 0 if latest is None else latest
+    return log.leader_epoch_cache.leader_epoch()
 
 
 def append_transaction_record(
