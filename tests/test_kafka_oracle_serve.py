@@ -21,7 +21,14 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
 
 from kafka_oracle import KafkaBroker
 from kafkalog import LogManager
@@ -205,7 +212,9 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
     Kafka's LogManager does: no client sees it as a topic, nothing in it changes (no
     retention, no producer snapshot at close), and the broker starts again on it. It does read
     the topic configs there: a topic Kafka keeps forever is not cut by the server's own
-    seven-day, here one-millisecond, retention, which a topic with no override does get."""
+    seven-day, here one-millisecond, retention, which a topic with no override does get; and
+    the broker defaults Kafka was given at run time (``kafka-configs --entity-type brokers``,
+    for every broker and for node 1), with Kafka's sources."""
     from kafka_oracle import KAFKA_VERSIONS
 
     root = tmp_path / "broker"
@@ -215,6 +224,12 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
         topics = [NewTopic("m", 1, 1, config={"retention.ms": "-1"}), NewTopic("plain", 1, 1)]
         for future in admin.create_topics(topics).values():
             future.result(60)
+        every = ("--entity-type", "brokers", "--entity-default", "--alter", "--add-config")
+        broker.tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, *every,
+                    "log.segment.bytes=2097152")  # fmt: skip
+        own = ConfigEntry("log.roll.ms", "18000000", incremental_operation=AlterConfigOpType.SET)
+        node = ConfigResource("BROKER", "1", incremental_configs=[own])  # --entity-name 1
+        admin.incremental_alter_configs([node])[node].result(30)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for topic in ("m", "plain"):
             for i in range(5):  # stamped long ago: past any retention but -1
@@ -234,6 +249,17 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert server.manager.get_log("m").log_start_offset == 0
+        described = admin.describe_configs([ConfigResource("TOPIC", "plain")])
+        entries = next(iter(described.values())).result(30)
+        segment, roll = entries["segment.bytes"], entries["segment.ms"]
+        assert (segment.value, segment.source) == (
+            "2097152",
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+        )
+        assert (roll.value, roll.source) == (
+            str(5 * 3600 * 1000),
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        )
     assert {p.name: p.read_bytes() for p in metadata.iterdir()} == before
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

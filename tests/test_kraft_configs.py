@@ -139,8 +139,8 @@ def test_the_metadata_log_is_read_once_and_kafkalogs_own_file_wins_in_any_dir(
     first.mkdir()
     (first / "kafkalog-topic-configs.json").write_text(json.dumps({"a": {"retention.ms": "9"}}))
     reads: list[Path] = []
-    real = log_dir.kraft_topic_configs
-    monkeypatch.setattr(log_dir, "kraft_topic_configs", lambda p: reads.append(p) or real(p))
+    real = log_dir.kraft_configs
+    monkeypatch.setattr(log_dir, "kraft_configs", lambda p, n: reads.append(p) or real(p, n))
     config = ManagerConfig.from_properties({"metadata.log.dir": str(tmp_path / "meta")})
     with LogManager([first, second], config=config) as manager:
         assert manager.topic_config("a").retention_ms == 9
@@ -176,3 +176,56 @@ def test_the_cli_reads_a_kafka_brokers_topic_configs_too(tmp_path: Path) -> None
     verify = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
     assert verify.exit_code == 0, verify.output
     assert "offset gap" not in verify.output
+
+
+def _dynamic_broker_configs(log_dir: Path, node: int) -> None:
+    """A Kafka node ``node``'s directory whose metadata log holds dynamic broker configs, as
+    ``kafka-configs --entity-type brokers [--entity-default | --entity-name N] --alter`` and
+    ``--delete-config`` leave them."""
+    (log_dir / "meta.properties").write_text(f"#\nnode.id={node}\nversion=1\ncluster.id=x\n")
+    with Log.open(log_dir / "__cluster_metadata-0") as log:
+        log.append(
+            [
+                config_record(BROKER, "", "log.retention.ms", "172800000"),  # every broker
+                config_record(BROKER, "", "log.roll.hours", "1"),  # not taken at run time
+                config_record(BROKER, "", "log.segment.bytes", "4194304"),
+                config_record(BROKER, "", "log.cleanup.policy", "compact"),
+                config_record(BROKER, "", "log.cleanup.policy", None),  # deleted again
+                config_record(BROKER, "", "num.io.threads", "16"),  # not a topic default
+                config_record(BROKER, "", "log.message.format.version", "2.8"),  # static only
+                config_record(BROKER, str(node), "log.segment.bytes", "2097152"),  # its own
+                config_record(BROKER, str(node), "log.flush.interval.messages", "many"),  # bad
+                config_record(BROKER, str(node + 1), "log.retention.ms", "1"),  # another node's
+            ]
+        )
+
+
+def test_dynamic_broker_configs_set_the_defaults_over_server_properties(tmp_path: Path) -> None:
+    """Kafka's DynamicBrokerConfig: the node's own over every broker's over server.properties,
+    a dynamic key replacing its synonyms below it (log.retention.ms over a static
+    log.retention.hours); a topic's own override over all of them."""
+    from kafkalog.manager.server_config import ServerConfig
+
+    _dynamic_broker_configs(tmp_path, 3)
+    Log.open(tmp_path / "a-0").close()
+    server = ServerConfig.from_properties(
+        {"log.dirs": str(tmp_path), "log.retention.hours": "1", "log.roll.hours": "5"}
+    )
+    with LogManager.from_server_config(server) as manager:
+        config = manager.topic_config("a")
+        assert config.retention_ms == 48 * 3600 * 1000
+        assert config.segment_size == 2097152
+        assert config.segment_ms == 5 * 3600 * 1000  # server.properties' where nothing dynamic
+        assert config.cleanup_policy == LogConfig().cleanup_policy
+        assert config.flush_messages == LogConfig().flush_messages
+        assert manager.topic_overrides("a") == {}  # defaults, not overrides of the topic
+        assert manager.dynamic_broker_configs == (
+            {"log.retention.ms": "172800000", "log.segment.bytes": "4194304"},
+            {"log.segment.bytes": "2097152"},
+        )
+        manager.alter_topic_config("a", {"retention.ms": "7"})
+        assert manager.topic_config("a").retention_ms == 7
+    (tmp_path / "meta.properties").unlink()  # no node: every broker's only
+    with LogManager([tmp_path]) as manager:
+        assert manager.topic_config("a").segment_size == 4194304
+        assert manager.topic_config("b").retention_ms == 48 * 3600 * 1000  # a new topic too

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalog import Record
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.server.broker import SUPPORTED_VERSIONS
+from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch_response import encode_fetch_response
 from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, FIRST_ID, ProducerIdManager
 from kafkalog.server.wire import (
@@ -399,31 +400,57 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
         assert ask(9999) == (ErrorCode.none, -1, -1)
 
 
+def _describe_topic(broker: Broker, topic: str) -> dict[str, Any]:
+    mod = request_module(32, 4)
+    body = make(
+        mod,
+        "DescribeConfigsRequest",
+        include_synonyms=True,
+        include_documentation=False,
+        resources=(
+            make(
+                mod,
+                "DescribeConfigsResource",
+                resource_type=2,
+                resource_name=topic,
+                configuration_keys=None,
+            ),
+        ),
+    )
+    request = as_request(32, 4, body)
+    (result,) = decode_response(
+        32, 4, encode_response(request, broker.handle(request)), header_v1=True
+    ).results
+    return {c.name: c for c in result.configs}
+
+
+def test_describe_configs_names_dynamic_broker_configs_as_kafka_does(tmp_path: Path) -> None:
+    """A Kafka broker's run-time defaults (its metadata log): DYNAMIC_BROKER_CONFIG (2) for
+    the node's own, DYNAMIC_DEFAULT_BROKER_CONFIG (3) for every broker's, listed before
+    server.properties' STATIC_BROKER_CONFIG (4), as ConfigHelper lists synonyms."""
+    from test_kraft_configs import _dynamic_broker_configs
+
+    _dynamic_broker_configs(tmp_path, 1)
+    broker, manager = broker_over(tmp_path, **{"log.retention.hours": "1"})
+    with manager:
+        manager.create_topic("t", 1)
+        configs = _describe_topic(broker, "t")
+    retention, segment = configs["retention.ms"], configs["segment.bytes"]
+    assert (retention.value, retention.config_source) == (str(48 * 3600 * 1000), 3)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+        ("log.retention.ms", "172800000", 3),
+        ("log.retention.hours", "1", 4),
+        ("retention.ms", "604800000", 5),
+    ]
+    assert (segment.value, segment.config_source) == ("2097152", 2)
+    assert [s.source for s in segment.synonyms] == [2, 3, 5]
+
+
 def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:
     broker, manager = broker_over(tmp_path, **{"log.retention.hours": "48"})
     with manager:
         manager.create_topic("t", 1, {"cleanup.policy": "compact"})
-        mod = request_module(32, 4)
-        body = make(
-            mod,
-            "DescribeConfigsRequest",
-            include_synonyms=True,
-            include_documentation=False,
-            resources=(
-                make(
-                    mod,
-                    "DescribeConfigsResource",
-                    resource_type=2,
-                    resource_name="t",
-                    configuration_keys=None,
-                ),
-            ),
-        )
-        request = as_request(32, 4, body)
-        (result,) = decode_response(
-            32, 4, encode_response(request, broker.handle(request)), header_v1=True
-        ).results
-        configs = {c.name: c for c in result.configs}
+        configs = _describe_topic(broker, "t")
         assert (configs["cleanup.policy"].value, configs["cleanup.policy"].config_source) == (
             "compact",
             1,

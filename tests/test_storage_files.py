@@ -146,3 +146,22 @@ def test_a_segment_closed_during_a_read_is_not_read_through_a_reused_descriptor(
     reader.join(10)
     os.close(other)
     assert got == [b"A" * 100]
+
+
+def test_meta_properties_gives_the_node_and_cluster_a_kafka_broker_formatted(
+    tmp_path: Path,
+) -> None:
+    from kafkalog.storage.meta_properties import node_id, read_meta_properties
+
+    empty, kraft, zk = tmp_path / "empty", tmp_path / "kraft", tmp_path / "zk"
+    for d in (empty, kraft, zk):
+        d.mkdir()
+    (kraft / "meta.properties").write_text(
+        "#\n#Tue Nov 24 10:00:00 UTC 2026\nnode.id=3\ndirectory.id=AbC\nversion=1\n"
+        "cluster.id = J8eMxyd0S9mC1cJr5IBQeA\n! a comment too\n"
+    )
+    (zk / "meta.properties").write_text("version=0\nbroker.id=7\n")
+    assert (read_meta_properties([empty]), node_id([empty])) == ({}, None)
+    props = read_meta_properties([empty, kraft, zk])  # the first that has one
+    assert props["cluster.id"] == "J8eMxyd0S9mC1cJr5IBQeA" and "! a comment too" not in props
+    assert (node_id([kraft, zk]), node_id([zk])) == (3, 7)

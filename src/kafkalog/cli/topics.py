@@ -24,6 +24,7 @@ from kafkalog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOr
 from kafkalog.log.view import PartitionView, discover_partitions
 from kafkalog.manager.log_dir import topic_configs
 from kafkalog.manager.log_manager import LogManager
+from kafkalog.storage.meta_properties import node_id as meta_node_id
 from kafkalog.storage.partition_metadata import read_partition_metadata
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -32,14 +33,8 @@ ACTIONS = ("create", "list", "describe", "alter", "delete")
 def node_id(log_dirs: list[Path]) -> int:
     """The broker id a directory's ``meta.properties`` names (Kafka writes it), else 1:
     ``kafkalog serve``'s default ``node.id``."""
-    for d in log_dirs:
-        meta = d / "meta.properties"
-        if meta.is_file():
-            for line in meta.read_text(encoding="latin-1").splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() in ("node.id", "broker.id") and value.strip().isdigit():
-                    return int(value.strip())
-    return 1
+    found = meta_node_id(log_dirs)
+    return 1 if found is None else found
 
 
 def matching(names: list[str], pattern: str | None, *, if_exists: bool) -> list[str]:

@@ -1,13 +1,15 @@
-"""Topic configs from a KRaft node's metadata log, for the topics a Kafka broker created.
+"""Topic configs and dynamic broker defaults from a KRaft node's metadata log.
 
 Why: a Kafka broker keeps each topic's config overrides (cleanup.policy, retention.ms ...) in
-its metadata log, ``__cluster_metadata-0``, not beside the partitions. A LogManager opening the
-directory of such a broker would otherwise apply the broker defaults to them: seven days of
-retention to a compacted or a keep-forever topic, deleting what Kafka would have kept. When
-the metadata log sits in the log directory (Kafka's place for it when ``metadata.log.dir`` is
-unset), its latest snapshot and the records after it are replayed (``records.kraft_metadata``).
-Refuses: writing anything there, and keys or values kafkalog's LogConfig does not accept (each
-is left out, with a warning).
+its metadata log, ``__cluster_metadata-0``, not beside the partitions, and so the broker-wide
+defaults set at run time (``kafka-configs --entity-type brokers [--entity-default] --alter``,
+``log.retention.ms`` ...). A LogManager opening the directory of such a broker would otherwise
+apply its own defaults: seven days of retention to a compacted or a keep-forever topic,
+deleting what Kafka would have kept. The latest snapshot and the records after it are replayed
+(``records.kraft_metadata``). Refuses: writing anything there; topic keys or values kafkalog's
+LogConfig does not accept, and broker values that do not parse (each left out, with a
+warning); broker keys that set no topic default (threads, listeners ...), which are not ours,
+and ``log.message.format.version``, which Kafka takes from server.properties only.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 from kafkalog.log.view import PartitionView
+from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS, under_dynamic_broker_configs
 from kafkalog.records import MemoryRecords
-from kafkalog.records.kraft_metadata import topic_configs
+from kafkalog.records.kraft_metadata import replay_configs
 from kafkalog.records.scanner import AnyBatch
 
 logger = logging.getLogger("kafkalog.manager")
@@ -28,14 +32,30 @@ logger = logging.getLogger("kafkalog.manager")
 _SNAPSHOT_SUFFIX = ".checkpoint"  # <end offset, 20 digits>-<epoch, 10 digits>.checkpoint
 
 
-def kraft_topic_configs(metadata_dir: Path) -> dict[str, dict[str, str]]:
-    """Topic name -> the config overrides the metadata log in ``metadata_dir`` (a
-    ``__cluster_metadata-0`` directory) holds for it; {} with a warning if it cannot be read."""
+class KRaftConfigs(NamedTuple):
+    topics: dict[str, dict[str, str]]  # topic name -> the overrides kafkalog's LogConfig takes
+    # dynamic broker configs: (every broker's, the node's own), Kafka's DYNAMIC_DEFAULT_BROKER_
+    # and DYNAMIC_BROKER_CONFIG sources
+    broker_layers: tuple[dict[str, str], dict[str, str]]
+
+
+def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfigs:
+    """What the metadata log in ``metadata_dir`` (a ``__cluster_metadata-0`` directory) holds:
+    each topic's overrides and the dynamic broker configs that set topic defaults, those for
+    every broker and then node ``node_id``'s. Nothing, with a warning, if it cannot be read."""
     try:
-        return _usable(topic_configs(_batches(metadata_dir)))
+        replayed = replay_configs(_batches(metadata_dir))
     except (KafkaLogError, OSError) as err:
         logger.warning("cannot read topic configs from %s: %s", metadata_dir, err)
-        return {}
+        return KRaftConfigs({}, ({}, {}))
+    node = replayed.brokers.get(str(node_id), {}) if node_id is not None else {}
+    layers = (_topic_defaults(replayed.brokers.get("", {}), ""), _topic_defaults(node, node_id))
+    return KRaftConfigs(_usable(replayed.topics), layers)
+
+
+def kraft_topic_configs(metadata_dir: Path) -> dict[str, dict[str, str]]:
+    """Topic name -> the config overrides the metadata log in ``metadata_dir`` holds for it."""
+    return kraft_configs(metadata_dir).topics
 
 
 def _batches(metadata_dir: Path) -> Iterator[AnyBatch]:
@@ -67,3 +87,19 @@ def _usable(configs: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
             kept[key] = value
         out[topic] = kept
     return out
+
+
+def _topic_defaults(values: dict[str, str], broker: int | str | None) -> dict[str, str]:
+    """The dynamic broker keys that set a topic default, each of a value that parses."""
+    kept = {}
+    for key, value in values.items():
+        if key not in DYNAMIC_TOPIC_DEFAULTS:
+            continue
+        try:
+            under_dynamic_broker_configs(LogConfig(), {key: value})
+        except KafkaLogError as err:
+            logger.warning("broker %r: leaving out %s=%s from the metadata log: %s",
+                           "<default>" if broker == "" else broker, key, value, err)  # fmt: skip
+            continue
+        kept[key] = value
+    return kept

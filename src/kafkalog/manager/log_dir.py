@@ -14,16 +14,18 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kafkalog.errors import CorruptCheckpointError, KafkaLogError
-from kafkalog.manager.kraft_configs import kraft_topic_configs
+from kafkalog.errors import CorruptCheckpointError, InvalidTopicError, KafkaLogError
+from kafkalog.manager.kraft_configs import KRaftConfigs, kraft_configs
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, write_atomically
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
 from kafkalog.storage.dir_lock import DirectoryLock
 from kafkalog.storage.faults import storage_call
+from kafkalog.storage.meta_properties import node_id
 from kafkalog.types import CLUSTER_METADATA_TOPIC, TopicPartition
 
 TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
+PartitionDir = tuple[TopicPartition, Path]
 
 
 class LogDirectory:
@@ -78,6 +80,25 @@ class LogDirectory:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""
         return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
 
+    def partitions(
+        self,
+    ) -> tuple[list[tuple[TopicPartition, Path]], list[tuple[TopicPartition, Path]]]:
+        """(the partitions to open, those a deletion left marked ``-delete``). Neither holds
+        what is not a partition (remote-log-index-cache ...) nor a ``-future`` or ``-stray``
+        directory, which Kafka leaves for replica movement and for the operator."""
+        live: list[PartitionDir] = []
+        deleted: list[PartitionDir] = []
+        for path in self.partition_dirs():
+            try:
+                tp = fn.parse_partition_dir_name(path.name)
+            except InvalidTopicError:
+                continue
+            if path.name.endswith(fn.DELETE_DIR_SUFFIX):
+                deleted.append((tp, path))
+            elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
+                live.append((tp, path))
+        return live, deleted
+
     def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
         write_atomically(self.path / TOPIC_CONFIGS_FILE, text.encode())
@@ -89,20 +110,30 @@ class LogDirectory:
 def topic_configs(
     log_dirs: Sequence[Path], metadata_log_dir: str | Path | None = None
 ) -> dict[str, dict[str, str]]:
+    """Every topic's config overrides (``stored_configs``)."""
+    return stored_configs(log_dirs, metadata_log_dir).topics
+
+
+def stored_configs(
+    log_dirs: Sequence[Path], metadata_log_dir: str | Path | None = None
+) -> KRaftConfigs:
     """Every topic's config overrides: those kafkalog's file in each log directory names, and
     for other topics those a KRaft node's metadata log holds (a Kafka broker keeps topic configs
-    there). The metadata log is read once, from ``metadata.log.dir`` if given, else from the
-    first log directory that has one (Kafka puts it in the first of ``log.dirs``)."""
+    there); and the metadata log's dynamic broker configs, every broker's and then those of the
+    node the directories' ``meta.properties`` names. The metadata log is read once, from
+    ``metadata.log.dir`` if given, else from the first log directory that has one (Kafka puts
+    it in the first of ``log.dirs``)."""
     configs: dict[str, dict[str, str]] = {}
     for d in log_dirs:
         configs.update(read_topic_configs(d))
     homes = [Path(metadata_log_dir)] if metadata_log_dir else log_dirs
     for metadata_log in (home / f"{CLUSTER_METADATA_TOPIC}-0" for home in homes):
         if metadata_log.is_dir():
-            for topic, overrides in kraft_topic_configs(metadata_log).items():
+            kraft = kraft_configs(metadata_log, node_id(log_dirs))
+            for topic, overrides in kraft.topics.items():
                 configs.setdefault(topic, overrides)
-            break
-    return configs
+            return KRaftConfigs(configs, kraft.broker_layers)
+    return KRaftConfigs(configs, ({}, {}))
 
 
 def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:

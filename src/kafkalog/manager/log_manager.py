@@ -23,7 +23,6 @@ from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidConfigError,
-    InvalidTopicError,
     KafkaLogError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -33,9 +32,9 @@ from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
-from kafkalog.manager.log_dir import LogDirectory, topic_configs
+from kafkalog.manager.log_dir import LogDirectory, stored_configs
 from kafkalog.manager.scheduler import Scheduler
-from kafkalog.manager.server_config import ServerConfig
+from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_configs
 from kafkalog.manager.shutdown import close_logs
 from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
 from kafkalog.storage import filenames as fn
@@ -171,26 +170,21 @@ class LogManager:
         intents_.clear(d.path for d in self._dirs)
 
     def _load_logs(self) -> None:
-        metadata_log_dir = self.config.metadata_log_dir
-        self._topic_configs.update(topic_configs([d.path for d in self._dirs], metadata_log_dir))
+        stored = stored_configs([d.path for d in self._dirs], self.config.metadata_log_dir)
+        self._topic_configs.update(stored.topics)
+        self.dynamic_broker_configs = stored.broker_layers  # a Kafka broker's, set at run time
+        self.default_config = under_dynamic_broker_configs(
+            self.default_config, *stored.broker_layers
+        )
         self._finish_topic_intents()
         for d in self._dirs:
             clean = d.take_clean_shutdown()
             recovery, starts = d.read_checkpoints()
-            jobs: list[tuple[TopicPartition, Path]] = []
-            for path in d.partition_dirs():
-                try:
-                    tp = fn.parse_partition_dir_name(path.name)
-                except InvalidTopicError:
-                    continue  # not a partition (e.g. remote-log-index-cache)
-                if path.name.endswith(fn.DELETE_DIR_SUFFIX):
-                    self._pending_deletes.append((self._delete_due(tp.topic), path))
-                elif self._only is not None and tp not in self._only:
-                    self._unopened[tp] = d
-                    continue
-                elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
-                    jobs.append((tp, path))
+            live, deleted = d.partitions()
+            self._pending_deletes += [(self._delete_due(tp.topic), path) for tp, path in deleted]
+            jobs = [(tp, path) for tp, path in live if self._only is None or tp in self._only]
             if self._only is not None:
+                self._unopened.update((tp, d) for tp, _ in live if tp not in self._only)
                 opening = {tp for tp, _ in jobs}
                 d.keep_unopened(
                     {tp: o for tp, o in recovery.items() if tp not in opening},

@@ -79,6 +79,14 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "local.retention.bytes": (("log.local.retention.bytes", 1),),
 }
 _SYNONYMS = {broker for synonyms in TOPIC_CONFIG_SYNONYMS.values() for broker, _ in synonyms}
+# the broker keys a Kafka broker takes at run time as topic defaults (DynamicLogConfig's
+# ReconfigurableConfigs): each topic key's first synonym (log.retention.ms, not .hours), but
+# log.message.format.version's
+DYNAMIC_TOPIC_DEFAULTS = frozenset(
+    synonyms[0][0]
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+    if topic_key != "message.format.version"
+)
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,28 @@ class ServerConfig:
 def topic_defaults(broker_props: Mapping[str, Any]) -> LogConfig:
     """Every topic key's broker default: the first of its synonyms that is set, converted to
     the topic key's unit; Kafka's own default where none is. Not overrides of any topic."""
+    return dataclasses.replace(LogConfig.from_properties(_topic_values(broker_props)), overrides={})
+
+
+def under_dynamic_broker_configs(defaults: LogConfig, *layers: Mapping[str, Any]) -> LogConfig:
+    """``defaults`` (``server.properties``' or the caller's) under dynamic broker configs,
+    lowest layer first: the cluster-wide default, then the broker's own, as Kafka's
+    DynamicBrokerConfig stacks them. A dynamic key replaces its synonyms below it, so a topic
+    key takes its value from the highest layer that sets any of its synonyms. Keys outside
+    DYNAMIC_TOPIC_DEFAULTS are not taken."""
+    values: dict[str, Any] = {}
+    for layer in layers:
+        values.update(
+            _topic_values({k: v for k, v in layer.items() if k in DYNAMIC_TOPIC_DEFAULTS})
+        )
+    if not values:
+        return defaults
+    return dataclasses.replace(LogConfig.from_properties(values, defaults=defaults), overrides={})
+
+
+def _topic_values(broker_props: Mapping[str, Any]) -> dict[str, Any]:
+    """Topic key -> its value in the topic key's unit, for each topic key one of whose broker
+    synonyms ``broker_props`` sets (the first set wins)."""
     values: dict[str, Any] = {}
     for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items():
         for broker_key, factor in synonyms:
@@ -238,7 +268,7 @@ def topic_defaults(broker_props: Mapping[str, Any]) -> LogConfig:
             dataclasses.replace(TOPIC_CONFIG.keys[topic_key], name=broker_key).parse(value)
             values[topic_key] = value
             break
-    return dataclasses.replace(LogConfig.from_properties(values), overrides={})
+    return values
 
 
 def _long(key: str, value: Any) -> int:

@@ -1,33 +1,42 @@
-"""Topic configs replayed from KRaft metadata records, as Kafka's ConfigurationControlManager
-replays them.
+"""Topic and broker configs replayed from KRaft metadata records, as Kafka's
+ConfigurationControlManager replays them.
 
-Why: a Kafka broker keeps each topic's config overrides in its metadata log, not beside the
-partitions; the manager needs them for topics a broker created (``manager/kraft_configs.py``
-reads the files). A record's value is MetadataRecordSerde's frame (frame version 1, api key
-and version as unsigned varints) around a flexible message of Kafka's own schema
-(``metadata_schemas``). Refuses: I/O, and every record but TopicRecord, ConfigRecord of a TOPIC
-resource (a null value deletes the key) and RemoveTopicRecord (which drops the topic's keys).
+Why: a Kafka broker keeps each topic's config overrides, and the dynamic broker configs
+(``kafka-configs --entity-type brokers --alter``) that set defaults for every topic, in its
+metadata log, not beside the partitions; the manager needs them for topics a broker created
+(``manager/kraft_configs.py`` reads the files). A record's value is MetadataRecordSerde's
+frame (frame version 1, api key and version as unsigned varints) around a flexible message of
+Kafka's own schema (``metadata_schemas``). Refuses: I/O, and every record but TopicRecord,
+ConfigRecord of a TOPIC or BROKER resource (a null value deletes the key) and RemoveTopicRecord
+(which drops the topic's keys).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafkalog.records.metadata_schemas import SCHEMAS
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.schema_reader import SchemaReader
 
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
-_TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+_TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4  # ConfigResource.Type
 
 
-def topic_configs(batches: Iterable[AnyBatch]) -> dict[str, dict[str, str]]:
-    """Topic name -> its config overrides after the records of ``batches`` (a snapshot's,
-    then the log's after it), for the topics that have any. CorruptRecordError on a record
-    it should read and cannot."""
+class MetadataConfigs(NamedTuple):
+    """The configs a metadata log holds, for the resources that have any."""
+
+    topics: dict[str, dict[str, str]]  # topic name -> its overrides
+    brokers: dict[str, dict[str, str]]  # broker id, or "" for every broker -> its dynamic configs
+
+
+def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
+    """The configs after the records of ``batches`` (a snapshot's, then the log's after it).
+    CorruptRecordError on a record it should read and cannot."""
     names: dict[str, str] = {}  # topic id -> name
     configs: dict[str, dict[str, str]] = {}
+    brokers: dict[str, dict[str, str]] = {}
     for batch in batches:
         if batch.is_control:
             continue
@@ -40,13 +49,17 @@ def topic_configs(batches: Iterable[AnyBatch]) -> dict[str, dict[str, str]]:
                 names[data["topicId"]] = data["name"]
             elif api_key == _REMOVE_TOPIC_RECORD:
                 configs.pop(names.pop(data["topicId"], ""), None)
-            elif data["resourceType"] == _TOPIC_RESOURCE:
-                topic = configs.setdefault(data["resourceName"], {})
+            elif data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
+                resources = configs if data["resourceType"] == _TOPIC_RESOURCE else brokers
+                values = resources.setdefault(data["resourceName"], {})
                 if data["value"] is None:
-                    topic.pop(data["name"], None)
+                    values.pop(data["name"], None)
                 else:
-                    topic[data["name"]] = data["value"]
-    return {topic: values for topic, values in configs.items() if values}
+                    values[data["name"]] = data["value"]
+    return MetadataConfigs(
+        {topic: values for topic, values in configs.items() if values},
+        {broker: values for broker, values in brokers.items() if values},
+    )
 
 
 def _decode(value: bytes | None) -> tuple[int, dict[str, Any]] | None:

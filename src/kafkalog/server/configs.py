@@ -3,8 +3,10 @@ reports and changes it.
 
 Why: ``kafka-topics --describe`` and ``kafka-configs --describe`` show a topic's overrides and
 ``AdminClient.describe_configs`` shows every key; both read this answer. A key's source is
-Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), a ``server.properties`` default
-(STATIC_BROKER_CONFIG, named by its broker synonym), or Kafka's default (DEFAULT_CONFIG).
+Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), a default a Kafka broker set at run
+time for itself or for every broker (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG; read
+from its metadata log), a ``server.properties`` default (STATIC_BROKER_CONFIG), each named by
+its broker synonym, or Kafka's default (DEFAULT_CONFIG).
 
 An alteration (``kafka-configs --alter``, KIP-339's incremental form or the legacy whole-set
 form) is persisted and applied to the open logs before the answer (``LogManager``).
@@ -32,7 +34,8 @@ from kafkalog.server.wire import Request, make, payload_module
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # Kafka's DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # Kafka's DescribeConfigsResponse.ConfigType
 _CONFIG_TYPES = {
     Type.BOOLEAN: 1,
@@ -88,6 +91,12 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
     overrides = ctx.manager.topic_overrides(topic)
     values = ctx.manager.topic_config(topic).to_properties()
     wanted = resource.configuration_keys
+    every_broker, this_broker = ctx.manager.dynamic_broker_configs
+    layers = (
+        (this_broker, DYNAMIC_BROKER_CONFIG),
+        (every_broker, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (ctx.broker_properties, STATIC_BROKER_CONFIG),
+    )
     out = []
     for name, key in sorted(TOPIC_CONFIG.keys.items()):
         if (wanted is not None and name not in wanted) or name.startswith("internal."):
@@ -95,10 +104,10 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        for broker_key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
-            if broker_key in ctx.broker_properties:
-                raw = ctx.broker_properties[broker_key]
-                synonyms.append((broker_key, str(raw), STATIC_BROKER_CONFIG))
+        for layer, layer_source in layers:
+            for broker_key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
+                if broker_key in layer:
+                    synonyms.append((broker_key, str(layer[broker_key]), layer_source))
         synonyms.append((name, _KAFKA_DEFAULTS.get(name), DEFAULT_CONFIG))
         source = synonyms[0][2]
         out.append(

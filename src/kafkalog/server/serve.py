@@ -27,6 +27,7 @@ from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import Transport
+from kafkalog.storage.meta_properties import read_meta_properties
 from kafkalog.storage.partition_metadata import random_topic_id
 
 logger = logging.getLogger("kafkalog.server")
@@ -34,16 +35,7 @@ logger = logging.getLogger("kafkalog.server")
 
 def _cluster_id(log_dirs: list[Path]) -> str:
     """The ``cluster.id`` of a Kafka ``meta.properties`` in the log dirs, else a fresh one."""
-    for d in log_dirs:
-        try:
-            text = (d / "meta.properties").read_text("latin-1")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "cluster.id" and value.strip():
-                return value.strip()
-    return random_topic_id()
+    return read_meta_properties(log_dirs).get("cluster.id") or random_topic_id()
 
 
 class KafkaServer:
