@@ -15,6 +15,7 @@ import pytest
 from kafkalog import Log, LogConfig, LogManager, ManagerConfig, MemoryRecords, Record
 from kafkalog.manager.kraft_configs import kraft_topic_configs
 from kafkalog.records.builder import RecordBatchBuilder
+from kafkalog.storage import filenames as fn
 
 TOPIC, BROKER = 2, 4  # ConfigResource.Type
 
@@ -101,11 +102,37 @@ def test_a_log_manager_takes_them_for_topics_its_own_file_does_not_name(tmp_path
         assert manager.topic_config("a").retention_ms == defaults.retention_ms
 
 
-def test_an_unreadable_metadata_log_leaves_the_defaults(tmp_path: Path) -> None:
+def test_what_cannot_be_read_is_skipped_or_ends_the_replay_and_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unreadable record (cut short, or of a ConfigRecord version newer than Kafka's schema
+    here) is skipped; a damaged batch ends the replay, as Kafka's log recovery ends the log
+    there. What came before still counts: one bad record does not put every topic back on
+    the defaults. Each is named in a warning."""
     path = tmp_path / "__cluster_metadata-0"
+    newer = _uvarint(1) + _uvarint(4) + _uvarint(1) + b"\x02\x02a"  # version 1 of ConfigRecord
     with Log.open(path) as log:
-        log.append([Record(b"\x01\x04\x00")])  # a ConfigRecord frame that ends at once
-    assert kraft_topic_configs(path) == {}
+        log.append(
+            [
+                config_record(TOPIC, "a", "retention.ms", "-1"),
+                Record(b"\x01\x04\x00"),  # a ConfigRecord frame that ends at once
+                Record(newer),
+                config_record(TOPIC, "a", "segment.bytes", "2097152"),
+            ]
+        )
+    segment = fn.log_file(path, 0)
+    damaged = segment.stat().st_size  # where the next batch starts
+    with Log.open(path) as log:
+        log.append([config_record(TOPIC, "b", "retention.ms", "5")])
+        log.append([config_record(TOPIC, "c", "retention.ms", "6")])
+    data = bytearray(segment.read_bytes())
+    data[damaged + 65] ^= 0xFF  # past its 61-byte header, inside its one record
+    segment.write_bytes(bytes(data))
+    assert kraft_topic_configs(path) == {"a": {"retention.ms": "-1", "segment.bytes": "2097152"}}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("record at offset 1 skipped" in w and "ends inside" in w for w in warnings)
+    assert any("record at offset 2 skipped: ConfigRecord version 1 is newer" in w for w in warnings)
+    assert any("replay stopped at damage" in w for w in warnings)
 
 
 def test_metadata_log_dir_points_at_a_metadata_log_kept_elsewhere(tmp_path: Path) -> None:

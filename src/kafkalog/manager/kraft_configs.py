@@ -42,12 +42,15 @@ class KRaftConfigs(NamedTuple):
 def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfigs:
     """What the metadata log in ``metadata_dir`` (a ``__cluster_metadata-0`` directory) holds:
     each topic's overrides and the dynamic broker configs that set topic defaults, those for
-    every broker and then node ``node_id``'s. Nothing, with a warning, if it cannot be read."""
+    every broker and then node ``node_id``'s. What it cannot read is named in a warning: a
+    record is skipped, damage ends the replay, and a file it cannot open leaves nothing."""
     try:
         replayed = replay_configs(_batches(metadata_dir))
-    except (KafkaLogError, OSError) as err:
+    except OSError as err:
         logger.warning("cannot read topic configs from %s: %s", metadata_dir, err)
         return KRaftConfigs({}, ({}, {}))
+    for problem in replayed.problems:
+        logger.warning("metadata log %s: %s", metadata_dir, problem)
     node = replayed.brokers.get(str(node_id), {}) if node_id is not None else {}
     layers = (_topic_defaults(replayed.brokers.get("", {}), ""), _topic_defaults(node, node_id))
     return KRaftConfigs(_usable(replayed.topics), layers)

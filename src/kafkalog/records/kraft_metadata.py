@@ -6,16 +6,20 @@ Why: a Kafka broker keeps each topic's config overrides, and the dynamic broker 
 metadata log, not beside the partitions; the manager needs them for topics a broker created
 (``manager/kraft_configs.py`` reads the files). A record's value is MetadataRecordSerde's
 frame (frame version 1, api key and version as unsigned varints) around a flexible message of
-Kafka's own schema (``metadata_schemas``). Refuses: I/O, and every record but TopicRecord,
-ConfigRecord of a TOPIC or BROKER resource (a null value deletes the key) and RemoveTopicRecord
-(which drops the topic's keys).
+Kafka's own schema (``metadata_schemas``). A record it cannot read (damaged, or of a version
+newer than it knows) is skipped and named in ``problems``; a damaged batch ends the replay, as
+Kafka's log recovery ends the log there: what came before still counts, rather than every
+config falling back to a default. Refuses: I/O, and every record but TopicRecord, ConfigRecord
+of a TOPIC or BROKER resource (a null value deletes the key) and RemoveTopicRecord (which drops
+the topic's keys).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
+from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.records.metadata_schemas import SCHEMAS
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.schema_reader import SchemaReader
@@ -29,36 +33,45 @@ class MetadataConfigs(NamedTuple):
 
     topics: dict[str, dict[str, str]]  # topic name -> its overrides
     brokers: dict[str, dict[str, str]]  # broker id, or "" for every broker -> its dynamic configs
+    problems: list[str]  # what could not be read, and where
 
 
 def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
-    """The configs after the records of ``batches`` (a snapshot's, then the log's after it).
-    CorruptRecordError on a record it should read and cannot."""
+    """The configs after the records of ``batches`` (a snapshot's, then the log's after it)."""
     names: dict[str, str] = {}  # topic id -> name
     configs: dict[str, dict[str, str]] = {}
     brokers: dict[str, dict[str, str]] = {}
-    for batch in batches:
-        if batch.is_control:
-            continue
-        for record in batch:
-            decoded = _decode(record.value)
-            if decoded is None:
+    problems: list[str] = []
+    try:
+        for batch in batches:
+            if batch.is_control:
                 continue
-            api_key, data = decoded
-            if api_key == _TOPIC_RECORD:
-                names[data["topicId"]] = data["name"]
-            elif api_key == _REMOVE_TOPIC_RECORD:
-                configs.pop(names.pop(data["topicId"], ""), None)
-            elif data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
-                resources = configs if data["resourceType"] == _TOPIC_RESOURCE else brokers
-                values = resources.setdefault(data["resourceName"], {})
-                if data["value"] is None:
-                    values.pop(data["name"], None)
-                else:
-                    values[data["name"]] = data["value"]
+            for record in batch:
+                try:
+                    decoded = _decode(record.value)
+                except CorruptRecordError as err:
+                    problems.append(f"record at offset {record.offset} skipped: {err}")
+                    continue
+                if decoded is None:
+                    continue
+                api_key, data = decoded
+                if api_key == _TOPIC_RECORD:
+                    names[data["topicId"]] = data["name"]
+                elif api_key == _REMOVE_TOPIC_RECORD:
+                    configs.pop(names.pop(data["topicId"], ""), None)
+                elif data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
+                    resources = configs if data["resourceType"] == _TOPIC_RESOURCE else brokers
+                    values = resources.setdefault(data["resourceName"], {})
+                    if data["value"] is None:
+                        values.pop(data["name"], None)
+                    else:
+                        values[data["name"]] = data["value"]
+    except KafkaLogError as err:
+        problems.append(f"replay stopped at damage: {err}")
     return MetadataConfigs(
         {topic: values for topic, values in configs.items() if values},
         {broker: values for broker, values in brokers.items() if values},
+        problems,
     )
 
 
@@ -71,5 +84,8 @@ def _decode(value: bytes | None) -> tuple[int, dict[str, Any]] | None:
     api_key, version = reader.uvarint(), reader.uvarint()
     if api_key not in (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD):
         return None
-    _, _, fields = SCHEMAS[api_key]
+    name, versions, fields = SCHEMAS[api_key]
+    newest = cast(tuple[int, int], versions)[1]
+    if version > newest:  # its fields may not be where this version's are
+        raise CorruptRecordError(f"{name} version {version} is newer than {newest}")
     return api_key, reader.struct(fields, version)  # type: ignore[arg-type]
