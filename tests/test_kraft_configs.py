@@ -256,3 +256,28 @@ def test_dynamic_broker_configs_set_the_defaults_over_server_properties(tmp_path
     with LogManager([tmp_path]) as manager:
         assert manager.topic_config("a").segment_size == 4194304
         assert manager.topic_config("b").retention_ms == 48 * 3600 * 1000  # a new topic too
+
+
+def test_kafkalog_configs_names_a_kafka_brokers_run_time_defaults(tmp_path: Path) -> None:
+    """kafka-configs --describe --all: a key a run-time broker default sets is named by its
+    source and broker key, as Kafka's ConfigCommand prints it."""
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    _dynamic_broker_configs(tmp_path, 3)
+    Log.open(tmp_path / "a-0").close()
+    base = ["configs", "--log-dirs", str(tmp_path), "--entity-name", "a", "--describe"]
+    lines = CliRunner().invoke(cli, [*base, "--all"]).output.splitlines()
+    assert (
+        "  retention.ms=172800000 sensitive=false synonyms="
+        "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000}"
+    ) in lines
+    assert (
+        "  segment.bytes=2097152 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.segment.bytes=2097152, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=4194304}"
+    ) in lines
+    assert (
+        "  segment.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:segment.ms=604800000}"
+        in lines
+    )

@@ -23,6 +23,7 @@ from kafkalog.cli.topics import matching, node_id
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError, KafkaLogError
 from kafkalog.log.config import TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
+from kafkalog.manager.config_sources import SOURCE_NAMES, topic_config_synonyms
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.types import IsolationLevel
 
@@ -93,16 +94,16 @@ def configs(
             click.echo(f"Completed updating config for topic {entity_name}.")
             return
         overrides = manager.topic_overrides(entity_name)
-        if not show_all:
-            click.echo(f"Dynamic configs for topic {entity_name} are:")
-            for k, v in sorted(overrides.items()):
-                click.echo(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
-            return
-        click.echo(f"All configs for topic {entity_name} are:")
-        values = manager.topic_config(entity_name).to_properties()
-        for k in sorted(k for k in TOPIC_CONFIG.keys if not k.startswith("internal.")):
-            source = "DYNAMIC_TOPIC_CONFIG" if k in overrides else "DEFAULT_CONFIG"
-            click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{source}:{k}={values[k]}}}")
+        values = {**manager.topic_config(entity_name).to_properties(), **overrides}
+        keys = sorted(k for k in TOPIC_CONFIG.keys if not k.startswith("internal."))
+        click.echo(f"{'All' if show_all else 'Dynamic'} configs for topic {entity_name} are:")
+        for k in keys if show_all else sorted(overrides):
+            layers = topic_config_synonyms(k, overrides, manager.dynamic_broker_configs, {})
+            # Kafka names its own default by a broker key (log.retention.hours=168): only
+            # where nothing else sets the key is it named here, by the topic key
+            layers = layers[:-1] or layers
+            synonyms = ", ".join(f"{SOURCE_NAMES[s]}:{n}={v}" for n, v, s in layers)
+            click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{synonyms}}}")
 
 
 @click.command("get-offsets")

@@ -53,6 +53,10 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
         logger.warning("metadata log %s: %s", metadata_dir, problem)
     node = replayed.brokers.get(str(node_id), {}) if node_id is not None else {}
     layers = (_topic_defaults(replayed.brokers.get("", {}), ""), _topic_defaults(node, node_id))
+    for name, layer in zip(("every broker", f"broker {node_id}"), layers, strict=True):
+        if layer:  # over server.properties: say so, kafkalog serve cannot alter them
+            logger.info("topic defaults set at run time for %s, in %s: %s", name, metadata_dir,
+                        ", ".join(f"{k}={v}" for k, v in sorted(layer.items())))  # fmt: skip
     return KRaftConfigs(_usable(replayed.topics), layers)
 
 

@@ -3,10 +3,9 @@ reports and changes it.
 
 Why: ``kafka-topics --describe`` and ``kafka-configs --describe`` show a topic's overrides and
 ``AdminClient.describe_configs`` shows every key; both read this answer. A key's source is
-Kafka's: the topic's own override (DYNAMIC_TOPIC_CONFIG), a default a Kafka broker set at run
-time for itself or for every broker (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG; read
-from its metadata log), a ``server.properties`` default (STATIC_BROKER_CONFIG), each named by
-its broker synonym, or Kafka's default (DEFAULT_CONFIG).
+Kafka's (``manager/config_sources.py``): the topic's own override, a default a Kafka broker
+set at run time for itself or for every broker (read from its metadata log), a
+``server.properties`` default, each named by its broker synonym, or Kafka's default.
 
 An alteration (``kafka-configs --alter``, KIP-339's incremental form or the legacy whole-set
 form) is persisted and applied to the open logs before the answer (``LogManager``).
@@ -24,18 +23,15 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.config_def import Type
 from kafkalog.errors import KafkaLogError
-from kafkalog.log.config import TOPIC_CONFIG, LogConfig
+from kafkalog.log.config import TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
-from kafkalog.manager.server_config import TOPIC_CONFIG_SYNONYMS
+from kafkalog.manager.config_sources import DEFAULT_CONFIG, topic_config_synonyms
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-# Kafka's DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # Kafka's DescribeConfigsResponse.ConfigType
 _CONFIG_TYPES = {
     Type.BOOLEAN: 1,
@@ -45,7 +41,6 @@ _CONFIG_TYPES = {
     Type.DOUBLE: 6,
     Type.LIST: 7,
 }
-_KAFKA_DEFAULTS = LogConfig().to_properties()
 _OP_IDS = frozenset(op.value for op in AlterConfigOpType)
 
 
@@ -91,24 +86,12 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
     overrides = ctx.manager.topic_overrides(topic)
     values = ctx.manager.topic_config(topic).to_properties()
     wanted = resource.configuration_keys
-    every_broker, this_broker = ctx.manager.dynamic_broker_configs
-    layers = (
-        (this_broker, DYNAMIC_BROKER_CONFIG),
-        (every_broker, DYNAMIC_DEFAULT_BROKER_CONFIG),
-        (ctx.broker_properties, STATIC_BROKER_CONFIG),
-    )
+    dynamic = ctx.manager.dynamic_broker_configs
     out = []
     for name, key in sorted(TOPIC_CONFIG.keys.items()):
         if (wanted is not None and name not in wanted) or name.startswith("internal."):
             continue  # Kafka describes no internal config
-        synonyms: list[tuple[str, str | None, int]] = []
-        if name in overrides:
-            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        for layer, layer_source in layers:
-            for broker_key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
-                if broker_key in layer:
-                    synonyms.append((broker_key, str(layer[broker_key]), layer_source))
-        synonyms.append((name, _KAFKA_DEFAULTS.get(name), DEFAULT_CONFIG))
+        synonyms = topic_config_synonyms(name, overrides, dynamic, ctx.broker_properties)
         source = synonyms[0][2]
         out.append(
             make(
