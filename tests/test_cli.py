@@ -209,6 +209,29 @@ def test_compact_and_retention_commands(tmp_path: Path) -> None:
     assert code == 0 and out == "deleted 0 segment(s)\n"
 
 
+def test_retention_on_a_kafka_brokers_directory_takes_its_server_properties(
+    tmp_path: Path,
+) -> None:
+    """A broker that keeps everything by its server.properties (log.retention.hours=-1) keeps
+    everything under ``kafkalog retention --config``; without --config Kafka's seven days
+    apply, and a directory Kafka formatted gets a warning saying so."""
+    data = tmp_path / "data"
+    with Log.open(data / "old-0", LogConfig(segment_bytes=1024), ManualClock(NOW)) as log:
+        for i in range(40):  # from 2023: past seven days
+            log.append([Record(b"v" * 100, b"k", timestamp=NOW + i)])
+        assert len(log.segments) > 2
+    (data / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=c\n")
+    properties = tmp_path / "server.properties"
+    properties.write_text("log.dirs=/elsewhere\nlog.retention.hours=-1\nnode.id=1\n")
+    code, out, err = run("retention", "--log-dirs", str(data), "--config", str(properties))
+    assert (code, out, err) == (0, "deleted 0 segment(s)\n", "")
+    code, out, err = run("retention", "--log-dirs", str(data))
+    assert code == 0 and out != "deleted 0 segment(s)\n"
+    assert "is a Kafka broker's (meta.properties) and no --config" in err
+    code, _, err = run("retention", "--log-dirs", str(data), "--config", str(tmp_path / "no"))
+    assert code != 0 and err.startswith("error:") and err.count("\n") == 1
+
+
 def test_user_errors_are_one_line_with_distinct_codes(tmp_path: Path) -> None:
     code, _, err = run("consume", "--log-dirs", str(tmp_path / "missing"), "--topic", "x")
     assert code == EXIT_NOT_FOUND and err.startswith("error: log directory")

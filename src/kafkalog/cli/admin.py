@@ -2,8 +2,9 @@
 
 Why: a read-only integrity check that names the segment,
 position and offset of any damage, an explicit recovery that says what it truncated or rebuilt,
-and the background tasks run once on demand. ``verify`` never opens a Log (opening recovers,
-and a check must not repair). Refuses: editing data by hand.
+and the background tasks run once on demand, under the topic defaults of the broker's own
+``server.properties`` when given (``--config``). ``verify`` never opens a Log (opening
+recovers, and a check must not repair). Refuses: editing data by hand.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from kafkalog.errors import CorruptCheckpointError, KafkaLogError, UnknownTopicO
 from kafkalog.log.log import Log
 from kafkalog.manager.log_dir import topic_configs
 from kafkalog.manager.log_manager import LogManager
+from kafkalog.manager.server_config import ServerConfig
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from kafkalog.storage.dir_lock import held_by_writer
 from kafkalog.storage.file_records import FileRecords
+from kafkalog.storage.meta_properties import read_meta_properties
 
 
 def log_dirs_option(fn_: Callable[..., Any]) -> Callable[..., Any]:
@@ -236,12 +239,43 @@ def quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def broker_config_option(fn_: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--config", "config_file", type=click.Path(dir_okay=False), default=None,
+        help="The broker's server.properties: its log.* defaults apply, as on the broker.",
+    )(fn_)  # fmt: skip
+
+
+def policy_manager(log_dirs: str, config_file: str | None) -> LogManager:
+    """A manager that deletes what the broker of these directories would: its topic defaults
+    from ``config_file`` (a Kafka broker keeps them there, and only its run-time ones in the
+    metadata log). Without it, kafkalog's defaults apply, which is said on stderr for a
+    directory a Kafka broker formatted: its log.retention.hours=-1 would be unknown here."""
+    dirs = existing_dirs(log_dirs)
+    if config_file is None:
+        if read_meta_properties(dirs):
+            click.echo(
+                f"warning: {dirs[0]} is a Kafka broker's (meta.properties) and no --config "
+                "names its server.properties: Kafka's default topic configs apply",
+                err=True,
+            )
+        return LogManager(dirs)
+    server = ServerConfig.from_properties(config_file, {"log.dirs": ",".join(map(str, dirs))})
+    return LogManager.from_server_config(server)
+
+
 @click.command()
 @log_dirs_option
+@broker_config_option
 @user_errors
-def retention(log_dirs: str) -> None:
-    """Apply retention once (time, size, log start offset) and report what went."""
-    with LogManager(existing_dirs(log_dirs)) as manager:
+def retention(log_dirs: str, config_file: str | None) -> None:
+    """Apply retention once (time, size, log start offset) and report what went.
+
+    \b
+    Example:
+      kafkalog retention --log-dirs /var/lib/kafka/data --config server.properties
+    """
+    with policy_manager(log_dirs, config_file) as manager:
         deleted = manager.run_retention()
         deleted += manager.cleaner.delete_old_segments()
         click.echo(f"deleted {deleted} segment(s)")
@@ -249,10 +283,11 @@ def retention(log_dirs: str) -> None:
 
 @click.command()
 @log_dirs_option
+@broker_config_option
 @user_errors
-def compact(log_dirs: str) -> None:
+def compact(log_dirs: str, config_file: str | None) -> None:
     """Compact every eligible compacted topic once and report each round."""
-    with LogManager(existing_dirs(log_dirs)) as manager:
+    with policy_manager(log_dirs, config_file) as manager:
         results = manager.run_cleaner()
         for r in results:
             if r.stats is None:
