@@ -123,7 +123,10 @@ def test_random_and_mutated_requests_never_crash_the_server_or_touch_a_log(tmp_p
     assert CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)]).exit_code == 0
 
 
-def _start_cli_server(log_dir: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+def _start_cli_server(
+    log_dir: Path, port: int, *extra: str, seen: list[str] | None = None
+) -> subprocess.Popen[str]:
+    """``kafkalog serve`` in a process of its own; ``seen`` collects its lines up to started."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -144,6 +147,8 @@ def _start_cli_server(log_dir: Path, port: int, *extra: str) -> subprocess.Popen
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
+        if seen is not None:
+            seen.append(line)
         if "kafkalog serve started" in line:
             return proc
         if not line and proc.poll() is not None:
@@ -153,8 +158,13 @@ def _start_cli_server(log_dir: Path, port: int, *extra: str) -> subprocess.Popen
 
 
 def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
+    """Also: a directory Kafka formatted, served without its server.properties, is warned of
+    (Kafka's defaults, not the broker's, then apply to its topics)."""
     port = free_port()
-    proc = _start_cli_server(tmp_path, port)
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=c\n")
+    seen: list[str] = []
+    proc = _start_cli_server(tmp_path, port, seen=seen)
+    assert any("is a Kafka broker's (meta.properties) and no --config" in line for line in seen)
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")

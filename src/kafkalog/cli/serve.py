@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kafkalog.server import KafkaServer
 
 from kafkalog.cli.errors import user_errors
+from kafkalog.storage.meta_properties import read_meta_properties
 
 
 @click.command("serve")
@@ -76,6 +77,12 @@ def serve(
         scram_store.save_credentials(first, credentials)
     logging.getLogger("kafkalog.server").setLevel(logging.INFO)
     logging.getLogger("kafkalog").setLevel(logging.INFO)
+    if config_file is None and read_meta_properties(config.log_dirs):
+        logging.getLogger("kafkalog.server").warning(
+            "%s is a Kafka broker's (meta.properties) and no --config names its "
+            "server.properties: Kafka's default topic configs apply to its topics",
+            config.log_dirs[0],
+        )
     asyncio.run(_run(KafkaServer(config)))
 
 
