@@ -152,6 +152,15 @@ def test_metadata_log_dir_points_at_a_metadata_log_kept_elsewhere(tmp_path: Path
         assert manager.topic_config("a").retention_ms == LogConfig().retention_ms
 
 
+def test_a_metadata_log_dir_without_a_metadata_log_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = ManagerConfig.from_properties({"metadata.log.dir": str(tmp_path / "typo")})
+    with LogManager([tmp_path / "data"], config=config):
+        pass
+    assert f"metadata.log.dir {tmp_path / 'typo'} holds no __cluster_metadata-0" in caplog.text
+
+
 def test_the_metadata_log_is_read_once_and_kafkalogs_own_file_wins_in_any_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

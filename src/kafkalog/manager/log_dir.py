@@ -11,6 +11,7 @@ if there is one (``kraft_configs``). Refuses: opening logs (the manager does).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from kafkalog.storage.dir_lock import DirectoryLock
 from kafkalog.storage.faults import storage_call
 from kafkalog.storage.meta_properties import node_id
 from kafkalog.types import CLUSTER_METADATA_TOPIC, TopicPartition
+
+logger = logging.getLogger("kafkalog.manager")
 
 TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
 PartitionDir = tuple[TopicPartition, Path]
@@ -133,6 +136,10 @@ def stored_configs(
             for topic, overrides in kraft.topics.items():
                 configs.setdefault(topic, overrides)
             return KRaftConfigs(configs, kraft.broker_layers)
+    if metadata_log_dir:  # given, so expected: a typo would quietly put Kafka's defaults on
+        logger.warning(
+            "metadata.log.dir %s holds no %s-0", metadata_log_dir, CLUSTER_METADATA_TOPIC
+        )
     return KRaftConfigs(configs, ({}, {}))
 
 
