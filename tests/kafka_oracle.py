@@ -146,6 +146,8 @@ class KafkaBroker:
             "auto.create.topics.enable": "false",
             "log.cleaner.backoff.ms": "200",
             "log.retention.check.interval.ms": "300",
+            # retention's first run (KAFKA-16552's internal key, since 3.8; 30 s by default)
+            "log.initial.task.delay.ms": "100",
             "log.segment.delete.delay.ms": "0",
             "log.flush.offset.checkpoint.interval.ms": "500",
             "log.flush.start.offset.checkpoint.interval.ms": "500",

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 )
 
 from kafka_oracle import JVM_FLAGS, TOOL_LOG, KafkaBroker, classpath
-from spark_connector import connector_reads
+from spark_connector import ConnectorReads
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 BASE_TS = 1_700_000_000_000
@@ -127,43 +127,51 @@ def write_topics(version: str, root: Path) -> BrokerWritten:
     broker = KafkaBroker(version, root / "broker", {"log.retention.ms": "-1"})
     out = BrokerWritten(version, broker.log_dir)
     with broker:
-        bs = broker.bootstrap
-        admin = AdminClient({"bootstrap.servers": bs})
-        # One topic per codec: keys, null keys and values, headers, explicit timestamps.
-        for codec in CODECS:
-            topic = f"codec-{codec}"
-            _create(admin, topic, version, **{"segment.bytes": "16384"})
-            rows = _rows(600, 0, BASE_TS)
-            out.acked[topic] = _produce(bs, topic, rows, **{"compression.type": codec})
-        # Idempotent producer and transactions, committed and aborted, interleaved.
-        _create(admin, "txn")
-        out.acked["txn"], aborted = _transactions(bs)
-        out.aborted_offsets["txn"] = set().union(*aborted)
-        out.aborted_first_offsets["txn"] = [min(t) for t in aborted]
-        # Retention moves the log start: small segments, small retention.bytes.
-        _create(admin, "retained", version, **{"segment.bytes": "2048", "retention.bytes": "4096"})
-        out.acked["retained"] = _produce(
-            bs, "retained", _rows(400, 0, BASE_TS), acks="all", **{"batch.size": 1000}
-        )
-        _wait(lambda: _earliest(admin, "retained") > 0, "retention to move the log start")
-        # A compacted topic the broker's cleaner has cleaned.
-        _compacted(bs, admin, out)
-        # Kafka's own console and perf producers.
-        _create(admin, "console")
-        out.console_lines = [f"h{i}:{i},hh:x\tk{i % 4}\tline {i}" for i in range(50)]
-        _console_produce(broker, out.console_lines)
-        _create(admin, "perf", version, **{"segment.bytes": "65536"})
-        out.perf_records = 3000
-        broker.tool(
-            "org.apache.kafka.tools.ProducerPerformance", "--topic", "perf",
-            "--num-records", str(out.perf_records), "--record-size", "100",
-            "--throughput", "-1", "--producer-props", f"bootstrap.servers={bs}",
-            "compression.type=lz4", "acks=all", "linger.ms=5",
-        )  # fmt: skip
-        _consume_group(bs, "codec-none")
-        _answers(broker, admin, out)
-        out.connector = connector_reads(bs, root / "connector.pickle")
+        connector = ConnectorReads(broker.bootstrap, root / "connector.pickle")
+        try:
+            _write(broker, out)
+            out.connector = connector.results()
+        finally:
+            connector.kill()
     return out
+
+
+def _write(broker: KafkaBroker, out: BrokerWritten) -> None:
+    version, bs = broker.version, broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bs})
+    # One topic per codec: keys, null keys and values, headers, explicit timestamps.
+    for codec in CODECS:
+        topic = f"codec-{codec}"
+        _create(admin, topic, version, **{"segment.bytes": "16384"})
+        rows = _rows(600, 0, BASE_TS)
+        out.acked[topic] = _produce(bs, topic, rows, **{"compression.type": codec})
+    # Idempotent producer and transactions, committed and aborted, interleaved.
+    _create(admin, "txn")
+    out.acked["txn"], aborted = _transactions(bs)
+    out.aborted_offsets["txn"] = set().union(*aborted)
+    out.aborted_first_offsets["txn"] = [min(t) for t in aborted]
+    # Retention moves the log start: small segments, small retention.bytes.
+    _create(admin, "retained", version, **{"segment.bytes": "2048", "retention.bytes": "4096"})
+    out.acked["retained"] = _produce(
+        bs, "retained", _rows(400, 0, BASE_TS), acks="all", **{"batch.size": 1000}
+    )
+    _wait(lambda: _earliest(admin, "retained") > 0, "retention to move the log start")
+    # A compacted topic the broker's cleaner has cleaned.
+    _compacted(bs, admin, out)
+    # Kafka's own console and perf producers.
+    _create(admin, "console")
+    out.console_lines = [f"h{i}:{i},hh:x\tk{i % 4}\tline {i}" for i in range(50)]
+    _console_produce(broker, out.console_lines)
+    _create(admin, "perf", version, **{"segment.bytes": "65536"})
+    out.perf_records = 3000
+    broker.tool(
+        "org.apache.kafka.tools.ProducerPerformance", "--topic", "perf",
+        "--num-records", str(out.perf_records), "--record-size", "100",
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bs}",
+        "compression.type=lz4", "acks=all", "linger.ms=5",
+    )  # fmt: skip
+    _consume_group(bs, "codec-none")
+    _answers(broker, admin, out)
 
 
 def _transactions(bs: str) -> tuple[list[Acked], list[set[int]]]:

@@ -1,12 +1,13 @@
 """The same Spark queries run through Spark's own Kafka connector and through kafkalog's source.
 
 Why: ``format("kafkalog")`` promises the rows ``format("kafka")`` returns, so a job can switch
-from a broker to its files. Run as a script (``python tests/spark_connector.py BOOTSTRAP OUT``)
+from a broker to its files. Run as a script (``python tests/spark_connector.py BOOTSTRAP OUT GO``)
 this starts a Spark session with ``spark-sql-kafka-0-10`` from Maven Central
-(``spark.jars.packages``), runs every query in ``QUERIES`` against a running broker and pickles
-the results; the oracle tests run the same queries over the broker's log directory after it
-stopped and compare. A separate process because a package must be on the JVM's class path when
-the JVM starts, and the test process's JVM may already be running.
+(``spark.jars.packages``), waits for the file GO, runs every query in ``QUERIES`` against a
+running broker and pickles the results; the oracle tests run the same queries over the
+broker's log directory after it stopped and compare. A separate process because a package
+must be on the JVM's class path when the JVM starts, and the test process's JVM may already be
+running; started ahead, so its JVM starts while the broker is being written.
 
 What it refuses to do: adapt a query to one side. Both get the same options, apart from where
 the data is (``kafka.bootstrap.servers`` or ``path``).
@@ -20,6 +21,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -192,19 +194,36 @@ def run_query(spark: Any, fmt: str, where: dict[str, str], name: str, scratch: P
         query.stop()
 
 
-def connector_reads(bootstrap: str, out: Path) -> dict[str, Any]:
-    """Run this module as a script against ``bootstrap``; return what it pickled."""
-    cmd = [sys.executable, str(Path(__file__)), bootstrap, str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "src")])}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
-    if proc.returncode != 0:
-        raise AssertionError(f"Spark's Kafka connector run failed:\n{proc.stderr[-6000:]}")
-    with out.open("rb") as f:
-        results: dict[str, Any] = pickle.load(f)
-    return results
+class ConnectorReads:
+    """This module run as a script against ``bootstrap``, started ahead: its Spark session
+    (a JVM, and the connector from Maven's cache: about ten seconds) starts while the broker
+    is still being written, and the queries run once ``results`` is asked for."""
+
+    def __init__(self, bootstrap: str, out: Path) -> None:
+        self.out, self.go = out, out.with_suffix(".go")
+        cmd = [sys.executable, str(Path(__file__)), bootstrap, str(out), str(self.go)]
+        path = os.pathsep.join([str(ROOT / "tests"), str(ROOT / "src")])
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )  # fmt: skip
+
+    def results(self) -> dict[str, Any]:
+        self.go.touch()
+        _, err = self.proc.communicate(timeout=900)
+        if self.proc.returncode != 0:
+            raise AssertionError(f"Spark's Kafka connector run failed:\n{err[-6000:]}")
+        with self.out.open("rb") as f:
+            results: dict[str, Any] = pickle.load(f)
+        return results
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
 
-def main(bootstrap: str, out: str) -> None:
+def main(bootstrap: str, out: str, go: str) -> None:
     import kafkalog.spark
 
     version = connector_version()
@@ -212,6 +231,12 @@ def main(bootstrap: str, out: str) -> None:
     conf = {"spark.jars.packages": package}
     spark = kafkalog.spark.local_session("spark-kafka-connector", **conf)
     try:
+        spark.range(1).collect()  # the JVM warm before the broker is ready to be read
+        deadline = time.monotonic() + 900
+        while not os.path.exists(go):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{go} never appeared")
+            time.sleep(0.1)
         with tempfile.TemporaryDirectory(prefix="kafkalog-connector-") as scratch:
             where = {"kafka.bootstrap.servers": bootstrap}
             results = {q: run_query(spark, "kafka", where, q, Path(scratch)) for q in QUERIES}
@@ -223,4 +248,4 @@ def main(bootstrap: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])
