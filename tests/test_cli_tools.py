@@ -87,11 +87,19 @@ def test_configs_alter_delete_and_describe(data: str) -> None:
     assert out.splitlines() == [
         "Dynamic configs for topic users are:",
         "  cleanup.policy=compact,delete sensitive=false "
-        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+        "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+        # Kafka lists no default here: log.retention.ms, the key it would list, has none
         "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}",
     ]
     code, out, _ = run(*base, "--describe", "--all")
-    assert "  segment.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:" in out
+    assert "  segment.ms=604800000 sensitive=false synonyms={}" in out  # as for retention.ms
+    assert (
+        "  segment.bytes=1073741824 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+    ) in out
+    assert "  flush.ms=9223372036854775807 sensitive=false synonyms={}" in out
+    assert "message.format.version" not in out  # Kafka 4 describes it no more
     code, _, err = run(*base, "--alter", "--add-config", "retention.ms=soon")
     assert code != 0 and "retention.ms" in err
     code, _, err = run(*base, "--alter", "--add-config", "no.such=1")

@@ -214,7 +214,8 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
     the topic configs there: a topic Kafka keeps forever is not cut by the server's own
     seven-day, here one-millisecond, retention, which a topic with no override does get; and
     the broker defaults Kafka was given at run time (``kafka-configs --entity-type brokers``,
-    for every broker and for node 1), with Kafka's sources."""
+    for every broker and for node 1). DescribeConfigs then answers as the broker did: every
+    key's value, source, flags and synonyms."""
     from kafka_oracle import KAFKA_VERSIONS
 
     root = tmp_path / "broker"
@@ -235,9 +236,11 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
             for i in range(5):  # stamped long ago: past any retention but -1
                 producer.produce(topic, value=b"v%d" % i, timestamp=1_700_000_000_000 + i)
         assert producer.flush(30) == 0
+        kafka_described = _describe_topics(admin, "m", "plain")
     metadata = broker.log_dir / "__cluster_metadata-0"
     before = {p.name: p.read_bytes() for p in metadata.iterdir()}
-    overrides = {"log.retention.ms": "1", "log.retention.check.interval.ms": "100"}
+    static = {k: v for k, v in broker.properties().items() if k.startswith(("log.", "metadata."))}
+    overrides = {**static, "log.retention.ms": "1", "log.retention.check.interval.ms": "100"}
     with serve(broker.log_dir, overrides=overrides) as server:
         admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
         assert set(admin.list_topics(timeout=30).topics) == {"m", "plain"}
@@ -249,19 +252,30 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert server.manager.get_log("m").log_start_offset == 0
-        described = admin.describe_configs([ConfigResource("TOPIC", "plain")])
-        entries = next(iter(described.values())).result(30)
-        segment, roll = entries["segment.bytes"], entries["segment.ms"]
-        assert (segment.value, segment.source) == (
-            "2097152",
-            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
-        )
-        assert (roll.value, roll.source) == (
-            str(5 * 3600 * 1000),
-            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
-        )
+        described = _describe_topics(admin, "m", "plain")
+        segment, roll = described["plain"]["segment.bytes"], described["plain"]["segment.ms"]
+        every, own = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG
+        assert segment[:2] == ("2097152", every.value)
+        assert roll[:2] == (str(5 * 3600 * 1000), own.value)
+        for topic in ("m", "plain"):  # all but what serve's own log.retention.ms=1 sets
+            del described[topic]["retention.ms"], kafka_described[topic]["retention.ms"]
+        assert described == kafka_described
     assert {p.name: p.read_bytes() for p in metadata.iterdir()} == before
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         assert {"m", "plain"} <= set(admin.list_topics(timeout=30).topics)
         assert _read_committed(broker.bootstrap, 5, "m") == [b"v%d" % i for i in range(5)]
+
+
+def _describe_topics(admin: AdminClient, *topics: str) -> dict[str, dict[str, tuple[object, ...]]]:
+    """Each key of each topic as DescribeConfigs gives it: value, source, the default,
+    read-only and sensitive flags, and its synonyms (librdkafka keeps one per name)."""
+    resources = [ConfigResource("TOPIC", topic) for topic in topics]
+    out = {}
+    for resource, future in admin.describe_configs(resources).items():
+        out[resource.name] = {
+            name: (e.value, int(e.source), e.is_default, e.is_read_only, e.is_sensitive,
+                   sorted((s.name, s.value, int(s.source)) for s in e.synonyms.values()))
+            for name, e in future.result(30).items()
+        }  # fmt: skip
+    return out

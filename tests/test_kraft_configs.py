@@ -280,13 +280,11 @@ def test_kafkalog_configs_names_a_kafka_brokers_run_time_defaults(tmp_path: Path
     lines = CliRunner().invoke(cli, [*base, "--all"]).output.splitlines()
     assert (
         "  retention.ms=172800000 sensitive=false synonyms="
-        "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000}"
+        "{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=172800000, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"
     ) in lines
     assert (
         "  segment.bytes=2097152 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
-        "log.segment.bytes=2097152, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=4194304}"
+        "log.segment.bytes=2097152, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=4194304, "
+        "DEFAULT_CONFIG:log.segment.bytes=1073741824}"
     ) in lines
-    assert (
-        "  segment.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:segment.ms=604800000}"
-        in lines
-    )

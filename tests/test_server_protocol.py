@@ -440,14 +440,20 @@ def test_describe_configs_names_dynamic_broker_configs_as_kafka_does(tmp_path: P
     assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
         ("log.retention.ms", "172800000", 3),
         ("log.retention.hours", "1", 4),
-        ("retention.ms", "604800000", 5),
+        ("log.retention.hours", "168", 5),  # Kafka's default, under the key that has one
     ]
     assert (segment.value, segment.config_source) == ("2097152", 2)
-    assert [s.source for s in segment.synonyms] == [2, 3, 5]
+    assert [(s.value, s.source) for s in segment.synonyms] == [
+        ("2097152", 2),
+        ("4194304", 3),
+        ("1073741824", 5),
+    ]
 
 
 def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:
-    broker, manager = broker_over(tmp_path, **{"log.retention.hours": "48"})
+    broker, manager = broker_over(
+        tmp_path, **{"log.retention.hours": "48", "log.segment.bytes": "2097152"}
+    )
     with manager:
         manager.create_topic("t", 1, {"cleanup.policy": "compact"})
         configs = _describe_topic(broker, "t")
@@ -455,12 +461,25 @@ def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:
             "compact",
             1,
         )
-        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == (
+        # Kafka's ConfigHelper lists broker layers only from the first that sets the primary
+        # synonym (log.retention.ms): one set by log.retention.hours alone reads as a default
+        retention = configs["retention.ms"]
+        assert (retention.value, retention.config_source, retention.synonyms) == (
             "172800000",
-            4,
+            5,
+            (),
         )
-        assert configs["retention.ms"].synonyms[0].name == "log.retention.hours"
-        assert configs["segment.bytes"].config_source == 5
+        segment = configs["segment.bytes"]
+        assert (segment.config_source, [s.name for s in segment.synonyms]) == (
+            4,
+            ["log.segment.bytes", "log.segment.bytes"],
+        )
+        assert [(s.value, s.source) for s in segment.synonyms] == [
+            ("2097152", 4),
+            ("1073741824", 5),
+        ]
+        jitter = configs["segment.jitter.ms"]  # only log.roll.jitter.hours has a default
+        assert (jitter.config_source, jitter.synonyms) == (5, ())
 
 
 # --- producer ids --------------------------------------------------------------------------------

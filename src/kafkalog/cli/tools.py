@@ -21,7 +21,7 @@ from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.topics import matching, node_id
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError, KafkaLogError
-from kafkalog.log.config import TOPIC_CONFIG
+from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
 from kafkalog.manager.config_sources import SOURCE_NAMES, topic_config_synonyms
 from kafkalog.manager.log_manager import LogManager
@@ -95,13 +95,14 @@ def configs(
             return
         overrides = manager.topic_overrides(entity_name)
         values = {**manager.topic_config(entity_name).to_properties(), **overrides}
-        keys = sorted(k for k in TOPIC_CONFIG.keys if not k.startswith("internal."))
+        keys = sorted(
+            k
+            for k in TOPIC_CONFIG.keys
+            if not k.startswith("internal.") and (k not in REMOVED_IN_KAFKA_4 or k in overrides)
+        )
         click.echo(f"{'All' if show_all else 'Dynamic'} configs for topic {entity_name} are:")
         for k in keys if show_all else sorted(overrides):
             layers = topic_config_synonyms(k, overrides, manager.dynamic_broker_configs, {})
-            # Kafka names its own default by a broker key (log.retention.hours=168): only
-            # where nothing else sets the key is it named here, by the topic key
-            layers = layers[:-1] or layers
             synonyms = ", ".join(f"{SOURCE_NAMES[s]}:{n}={v}" for n, v, s in layers)
             click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{synonyms}}}")
 

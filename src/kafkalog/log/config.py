@@ -34,6 +34,12 @@ BOOLEAN, INT, LONG, DOUBLE, STRING, LIST = (
 WEEK_MS = 7 * 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000  # message.timestamp.after.max.ms since Kafka 4.0 (KIP-1030)
 MIN_SEGMENT_BYTES = 1024 * 1024  # Kafka 4.0 (KIP-1030); 3.x took 14
+# topic keys Kafka 4.0 removed: still accepted (a 3.x broker's topics may carry them), but
+# described, as Kafka 4 describes a topic, only where a topic sets one
+REMOVED_IN_KAFKA_4 = frozenset(
+    {"message.format.version", "message.downconversion.enable",
+     "message.timestamp.difference.max.ms"}
+)  # fmt: skip
 
 
 def _policy(key: str, value: tuple[str, ...]) -> frozenset[str]:

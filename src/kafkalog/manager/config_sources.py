@@ -1,11 +1,14 @@
 """Where a topic's config value comes from, in Kafka's words (DescribeConfigs' ConfigSource).
 
-Why: ``kafka-configs --describe --all`` and ``AdminClient.describe_configs`` show, for each
-key, every layer that sets it, highest first: the topic's own override, a broker default a
-Kafka broker was given at run time (its own, then every broker's), ``server.properties``, and
-Kafka's default, each broker layer under the broker synonyms that set it (ConfigHelper's
-order). ``kafkalog serve`` and ``kafkalog configs`` answer from this one place. Refuses: knowing
-where the layers come from (the manager reads them) and the wire format (the server's).
+Why: ``kafka-configs --describe`` and ``AdminClient.describe_configs`` show, for each key,
+its source and synonyms: the topic's own override, then the layers that set the key's broker
+synonyms (a Kafka broker's run-time defaults, its own then every broker's, then
+``server.properties``, then Kafka's own defaults of the broker keys), each under the broker key
+that sets it. This follows Kafka's ConfigHelper to the letter, quirk included: the broker
+layers are listed only from the first that sets the key's primary synonym, so a retention set
+by ``log.retention.hours`` alone is described as DEFAULT_CONFIG, as Kafka describes it.
+``kafkalog serve`` and ``kafkalog configs`` answer from this one place. Refuses: knowing where
+the layers come from (the manager reads them) and the wire format (the server's).
 """
 
 from __future__ import annotations
@@ -26,7 +29,21 @@ SOURCE_NAMES = {
     STATIC_BROKER_CONFIG: "STATIC_BROKER_CONFIG",
     DEFAULT_CONFIG: "DEFAULT_CONFIG",
 }
-_KAFKA_DEFAULTS = LogConfig().to_properties()
+_TOPIC_DEFAULTS = LogConfig().to_properties()
+
+
+def _broker_defaults() -> dict[str, str]:
+    """Kafka's defaults of the broker keys that are topic synonyms. Where a key has several
+    (log.retention.ms, .minutes, .hours), Kafka gives only the last a default, in its unit."""
+    out = {}
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items():
+        broker_key, factor = synonyms[-1]
+        value = _TOPIC_DEFAULTS[topic_key]
+        out[broker_key] = value if factor == 1 else str(int(value) // factor)
+    return out
+
+
+_BROKER_DEFAULTS = _broker_defaults()
 
 Synonym = tuple[str, str | None, int]  # (name, value, source)
 
@@ -37,21 +54,29 @@ def topic_config_synonyms(
     dynamic: tuple[Mapping[str, str], Mapping[str, str]],
     static: Mapping[str, Any],
 ) -> list[Synonym]:
-    """Every layer that sets topic key ``name``, highest first; the first is its source.
-    ``dynamic``: the run-time broker configs (every broker's, this broker's own);
-    ``static``: ``server.properties``."""
+    """The synonyms DescribeConfigs gives topic key ``name``, highest first; the first names
+    its source, and none means DEFAULT_CONFIG. ``dynamic``: the run-time broker configs
+    (every broker's, this broker's own); ``static``: ``server.properties``."""
     every_broker, this_broker = dynamic
-    synonyms: list[Synonym] = []
-    if name in overrides:
-        synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+    broker_keys = [key for key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ())]
     layers = (
         (this_broker, DYNAMIC_BROKER_CONFIG),
         (every_broker, DYNAMIC_DEFAULT_BROKER_CONFIG),
         (static, STATIC_BROKER_CONFIG),
+        (_BROKER_DEFAULTS, DEFAULT_CONFIG),
     )
-    for layer, source in layers:
-        for broker_key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ()):
-            if broker_key in layer:
-                synonyms.append((broker_key, str(layer[broker_key]), source))
-    synonyms.append((name, _KAFKA_DEFAULTS.get(name), DEFAULT_CONFIG))
+    synonyms: list[Synonym] = [
+        (key, str(layer[key]), source)
+        for layer, source in layers
+        for key in broker_keys
+        if key in layer
+    ]
+    while synonyms and synonyms[0][0] != broker_keys[0]:  # ConfigHelper's dropWhile
+        synonyms.pop(0)
+    if name in overrides:
+        synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
     return synonyms
+
+
+def config_source(synonyms: list[Synonym]) -> int:
+    return synonyms[0][2] if synonyms else DEFAULT_CONFIG

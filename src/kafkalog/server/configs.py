@@ -23,9 +23,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.config_def import Type
 from kafkalog.errors import KafkaLogError
-from kafkalog.log.config import TOPIC_CONFIG
+from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
-from kafkalog.manager.config_sources import DEFAULT_CONFIG, topic_config_synonyms
+from kafkalog.manager.config_sources import (
+    DEFAULT_CONFIG,
+    config_source,
+    topic_config_synonyms,
+)
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
@@ -91,8 +95,10 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
     for name, key in sorted(TOPIC_CONFIG.keys.items()):
         if (wanted is not None and name not in wanted) or name.startswith("internal."):
             continue  # Kafka describes no internal config
+        if name in REMOVED_IN_KAFKA_4 and name not in overrides:
+            continue
         synonyms = topic_config_synonyms(name, overrides, dynamic, ctx.broker_properties)
-        source = synonyms[0][2]
+        source = config_source(synonyms)
         out.append(
             make(
                 mod,
