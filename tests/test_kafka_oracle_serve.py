@@ -237,6 +237,7 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
                 producer.produce(topic, value=b"v%d" % i, timestamp=1_700_000_000_000 + i)
         assert producer.flush(30) == 0
         kafka_described = _describe_topics(admin, "m", "plain")
+        kafka_broker = _describe(admin, ConfigResource("BROKER", "1"))
     metadata = broker.log_dir / "__cluster_metadata-0"
     before = {p.name: p.read_bytes() for p in metadata.iterdir()}
     static = {k: v for k, v in broker.properties().items() if k.startswith(("log.", "metadata."))}
@@ -260,6 +261,11 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
         for topic in ("m", "plain"):  # all but what serve's own log.retention.ms=1 sets
             del described[topic]["retention.ms"], kafka_described[topic]["retention.ms"]
         assert described == kafka_described
+        ours = _describe(admin, ConfigResource("BROKER", "1"))  # the keys of topic defaults
+        ours = {k: v for k, v in ours.items() if not k.startswith("log.retention.")}
+        assert ours == {k: kafka_broker[k] for k in ours}
+        assert ours["log.roll.ms"][:2] == ("18000000", own.value)
+        assert ours["log.roll.hours"][3] is True  # read-only: not a dynamic key in Kafka
     assert {p.name: p.read_bytes() for p in metadata.iterdir()} == before
     with broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -268,14 +274,14 @@ def test_kafkas_metadata_log_in_the_log_directory_is_left_to_kafka(tmp_path: Pat
 
 
 def _describe_topics(admin: AdminClient, *topics: str) -> dict[str, dict[str, tuple[object, ...]]]:
-    """Each key of each topic as DescribeConfigs gives it: value, source, the default,
-    read-only and sensitive flags, and its synonyms (librdkafka keeps one per name)."""
-    resources = [ConfigResource("TOPIC", topic) for topic in topics]
-    out = {}
-    for resource, future in admin.describe_configs(resources).items():
-        out[resource.name] = {
-            name: (e.value, int(e.source), e.is_default, e.is_read_only, e.is_sensitive,
-                   sorted((s.name, s.value, int(s.source)) for s in e.synonyms.values()))
-            for name, e in future.result(30).items()
-        }  # fmt: skip
-    return out
+    return {topic: _describe(admin, ConfigResource("TOPIC", topic)) for topic in topics}
+
+
+def _describe(admin: AdminClient, resource: ConfigResource) -> dict[str, tuple[object, ...]]:
+    """Each key as DescribeConfigs gives it: value, source, the default, read-only and
+    sensitive flags, and its synonyms (librdkafka keeps one per name)."""
+    return {
+        name: (e.value, int(e.source), e.is_default, e.is_read_only, e.is_sensitive,
+               sorted((s.name, s.value, int(s.source)) for s in e.synonyms.values()))
+        for name, e in admin.describe_configs([resource])[resource].result(30).items()
+    }  # fmt: skip

@@ -400,7 +400,7 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
         assert ask(9999) == (ErrorCode.none, -1, -1)
 
 
-def _describe_topic(broker: Broker, topic: str) -> dict[str, Any]:
+def _describe_topic(broker: Broker, topic: str, resource_type: int = 2) -> dict[str, Any]:
     mod = request_module(32, 4)
     body = make(
         mod,
@@ -411,7 +411,7 @@ def _describe_topic(broker: Broker, topic: str) -> dict[str, Any]:
             make(
                 mod,
                 "DescribeConfigsResource",
-                resource_type=2,
+                resource_type=resource_type,
                 resource_name=topic,
                 configuration_keys=None,
             ),
@@ -448,6 +448,27 @@ def test_describe_configs_names_dynamic_broker_configs_as_kafka_does(tmp_path: P
         ("4194304", 3),
         ("1073741824", 5),
     ]
+
+
+def test_a_broker_is_described_by_the_keys_of_topic_defaults(tmp_path: Path) -> None:
+    """Broker 1: each key that sets a topic default, with Kafka's source and read-only flag;
+    the empty name (every broker, ``--entity-default``): only those set so at run time."""
+    from test_kraft_configs import _dynamic_broker_configs
+
+    _dynamic_broker_configs(tmp_path, 1)
+    broker, manager = broker_over(tmp_path, **{"log.retention.hours": "1"})
+    with manager:
+        node = _describe_topic(broker, "1", resource_type=4)
+        every = _describe_topic(broker, "", resource_type=4)
+    segment, hours = node["log.segment.bytes"], node["log.retention.hours"]
+    assert (segment.value, segment.config_source, segment.read_only) == ("2097152", 2, False)
+    assert (hours.value, hours.config_source, hours.read_only) == ("1", 4, True)
+    assert node["log.retention.ms"].value == "172800000"
+    assert node["log.roll.ms"].value is None and node["log.roll.ms"].config_source == 5
+    assert "log.message.format.version" not in node and "num.io.threads" not in node
+    assert {k: (c.value, c.config_source) for k, c in every.items()} == {
+        "log.retention.ms": ("172800000", 3)  # log.segment.bytes: broker 1's own is above it
+    }
 
 
 def test_describe_configs_names_each_keys_source(tmp_path: Path) -> None:

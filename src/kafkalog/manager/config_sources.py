@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import REMOVED_IN_KAFKA_4, LogConfig
 from kafkalog.manager.server_config import TOPIC_CONFIG_SYNONYMS
 
 # DescribeConfigsResponse.ConfigSource
@@ -57,8 +57,44 @@ def topic_config_synonyms(
     """The synonyms DescribeConfigs gives topic key ``name``, highest first; the first names
     its source, and none means DEFAULT_CONFIG. ``dynamic``: the run-time broker configs
     (every broker's, this broker's own); ``static``: ``server.properties``."""
-    every_broker, this_broker = dynamic
     broker_keys = [key for key, _ in TOPIC_CONFIG_SYNONYMS.get(name, ())]
+    synonyms = _layered(broker_keys, broker_keys[0] if broker_keys else "", dynamic, static)
+    if name in overrides:
+        synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+    return synonyms
+
+
+# the broker keys a broker resource is described with here: those that set topic defaults,
+# but for the keys Kafka 4.0 removed
+BROKER_TOPIC_DEFAULTS = sorted(
+    key
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+    if topic_key not in REMOVED_IN_KAFKA_4
+    for key, _ in synonyms
+)
+
+
+def broker_config_synonyms(
+    key: str, dynamic: tuple[Mapping[str, str], Mapping[str, str]], static: Mapping[str, Any]
+) -> list[Synonym]:
+    """The synonyms DescribeConfigs gives broker key ``key`` (one of BROKER_TOPIC_DEFAULTS):
+    the layers that set it or a key of its group (log.retention.ms, .minutes, .hours)."""
+    group = next(
+        [k for k, _ in synonyms]
+        for synonyms in TOPIC_CONFIG_SYNONYMS.values()
+        if any(k == key for k, _ in synonyms)
+    )
+    return _layered(group, key, dynamic, static)
+
+
+def _layered(
+    keys: list[str],
+    primary: str,
+    dynamic: tuple[Mapping[str, str], Mapping[str, str]],
+    static: Mapping[str, Any],
+) -> list[Synonym]:
+    """Every layer's ``keys``, layer by layer, from the first that sets ``primary``."""
+    every_broker, this_broker = dynamic
     layers = (
         (this_broker, DYNAMIC_BROKER_CONFIG),
         (every_broker, DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -66,15 +102,10 @@ def topic_config_synonyms(
         (_BROKER_DEFAULTS, DEFAULT_CONFIG),
     )
     synonyms: list[Synonym] = [
-        (key, str(layer[key]), source)
-        for layer, source in layers
-        for key in broker_keys
-        if key in layer
+        (key, str(layer[key]), source) for layer, source in layers for key in keys if key in layer
     ]
-    while synonyms and synonyms[0][0] != broker_keys[0]:  # ConfigHelper's dropWhile
+    while synonyms and synonyms[0][0] != primary:  # ConfigHelper's dropWhile
         synonyms.pop(0)
-    if name in overrides:
-        synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
     return synonyms
 
 

@@ -10,26 +10,36 @@ set at run time for itself or for every broker (read from its metadata log), a
 An alteration (``kafka-configs --alter``, KIP-339's incremental form or the legacy whole-set
 form) is persisted and applied to the open logs before the answer (``LogManager``).
 
+A broker resource is described by the broker keys that set topic defaults (``log.retention.ms``
+...), with Kafka's sources; they come from ``server.properties`` and, read only, from a Kafka
+broker's run-time configs.
+
 Refuses: broker resources other than this broker, with Kafka's INVALID_REQUEST, and resource
-types it does not keep (groups, client metrics), with INVALID_REQUEST too. Broker configs are
-described but not altered at run time: they come from ``server.properties``.
+types it does not keep (groups, client metrics), with INVALID_REQUEST too; altering broker
+configs at run time; describing broker keys that set no topic default (threads, listeners).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.config_def import Type
+from kafkalog.config_def import ConfigKey, Type
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
 from kafkalog.manager.config_sources import (
+    BROKER_TOPIC_DEFAULTS,
     DEFAULT_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    Synonym,
+    broker_config_synonyms,
     config_source,
     topic_config_synonyms,
 )
+from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS, TOPIC_CONFIG_SYNONYMS
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
@@ -46,6 +56,12 @@ _CONFIG_TYPES = {
     Type.LIST: 7,
 }
 _OP_IDS = frozenset(op.value for op in AlterConfigOpType)
+# broker key -> (the topic key it sets the default of, its unit's factor to milliseconds)
+_TOPIC_KEY_OF = {
+    broker_key: (topic_key, factor)
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+    for broker_key, factor in synonyms
+}
 
 
 def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
@@ -61,7 +77,7 @@ def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
                 "",
                 str(ctx.settings.node_id),
             ):
-                configs = ()
+                configs = _broker_configs(ctx, mod, resource, body)
             else:
                 code = ErrorCode.invalid_request
                 message = (
@@ -98,28 +114,60 @@ def _topic_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tu
         if name in REMOVED_IN_KAFKA_4 and name not in overrides:
             continue
         synonyms = topic_config_synonyms(name, overrides, dynamic, ctx.broker_properties)
-        source = config_source(synonyms)
-        out.append(
-            make(
-                mod,
-                "DescribeConfigsResourceResult",
-                name=name,
-                value=values.get(name),
-                read_only=False,
-                is_default=source == DEFAULT_CONFIG,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=tuple(
-                    make(mod, "DescribeConfigsSynonym", name=n, value=v, source=s)
-                    for n, v, s in synonyms
-                )
-                if getattr(body, "include_synonyms", False)
-                else (),
-                config_type=_CONFIG_TYPES.get(key.type, 0),
-                documentation=key.doc if getattr(body, "include_documentation", False) else None,
-            )
-        )
+        out.append(_entry(mod, body, name, values.get(name), synonyms, False, key))
     return tuple(out)
+
+
+def _broker_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tuple[Any, ...]:
+    """The broker keys that set topic defaults, as Kafka describes them: for this broker,
+    each with its value and source (read-only where Kafka cannot change it at run time); for
+    every broker (the empty name), only those set at run time for every broker."""
+    every = resource.resource_name == ""
+    wanted = resource.configuration_keys
+    dynamic = ctx.manager.dynamic_broker_configs
+    out = []
+    for name in BROKER_TOPIC_DEFAULTS:
+        if wanted is not None and name not in wanted:
+            continue
+        synonyms = broker_config_synonyms(name, dynamic, ctx.broker_properties)
+        if every and config_source(synonyms) != DYNAMIC_DEFAULT_BROKER_CONFIG:
+            continue
+        topic_key, factor = _TOPIC_KEY_OF[name]
+        key = TOPIC_CONFIG.keys[topic_key]
+        key = key if factor == 1 else dataclasses.replace(key, type=Type.INT)  # hours, minutes
+        value = synonyms[0][1] if synonyms else None
+        read_only = name not in DYNAMIC_TOPIC_DEFAULTS
+        out.append(_entry(mod, body, name, value, synonyms, read_only, key))
+    return tuple(out)
+
+
+def _entry(
+    mod: Any,
+    body: Any,
+    name: str,
+    value: str | None,
+    synonyms: list[Synonym],
+    read_only: bool,
+    key: ConfigKey,
+) -> Any:
+    source = config_source(synonyms)
+    return make(
+        mod,
+        "DescribeConfigsResourceResult",
+        name=name,
+        value=value,
+        read_only=read_only,
+        is_default=source == DEFAULT_CONFIG,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=tuple(
+            make(mod, "DescribeConfigsSynonym", name=n, value=v, source=s) for n, v, s in synonyms
+        )
+        if getattr(body, "include_synonyms", False)
+        else (),
+        config_type=_CONFIG_TYPES.get(key.type, 0),
+        documentation=key.doc if getattr(body, "include_documentation", False) else None,
+    )
 
 
 def handle_alter_configs(ctx: BrokerContext, request: Request) -> Any:
