@@ -288,3 +288,47 @@ def test_kafkalog_configs_names_a_kafka_brokers_run_time_defaults(tmp_path: Path
         "log.segment.bytes=2097152, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=4194304, "
         "DEFAULT_CONFIG:log.segment.bytes=1073741824}"
     ) in lines
+
+
+def test_kafkalog_configs_describes_a_kafka_brokers_configs_as_kafka_configs_does(
+    tmp_path: Path,
+) -> None:
+    """--entity-type brokers: ConfigCommand's lines for node 3 (the directories' broker) and
+    for --entity-default; broker configs are read only here, and another broker is not ours."""
+    from click.testing import CliRunner
+
+    from kafkalog.cli.main import cli
+
+    _dynamic_broker_configs(tmp_path, 3)
+    base = ["configs", "--log-dirs", str(tmp_path), "--entity-type", "brokers"]
+
+    def run(*args: str) -> tuple[int, list[str]]:
+        result = CliRunner().invoke(cli, [*base, *args])
+        return result.exit_code, result.stdout.splitlines()
+
+    assert run("--entity-name", "3", "--describe") == (
+        0,
+        [
+            "Dynamic configs for broker 3 are:",
+            "  log.segment.bytes=2097152 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "log.segment.bytes=2097152, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=4194304, "
+            "DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+        ],
+    )
+    assert run("--entity-default", "--describe") == (
+        0,
+        [
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.ms=172800000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "log.retention.ms=172800000, DEFAULT_CONFIG:log.retention.hours=168}",
+        ],
+    )
+    code, lines = run("--entity-name", "3", "--describe", "--all")
+    assert code == 0 and "  log.roll.ms=null sensitive=false synonyms={}" in lines
+    assert (
+        "  log.roll.hours=168 sensitive=false synonyms={DEFAULT_CONFIG:log.roll.hours=168}" in lines
+    )
+    assert run("--entity-name", "4", "--describe")[0] != 0
+    assert run("--entity-name", "x", "--describe")[0] != 0
+    assert run("--entity-name", "3", "--entity-default", "--describe")[0] == 2
+    assert run("--entity-name", "3", "--alter", "--add-config", "log.roll.ms=1")[0] == 2

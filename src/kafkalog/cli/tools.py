@@ -20,10 +20,24 @@ import click
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.topics import matching, node_id
-from kafkalog.errors import InvalidArgumentError, InvalidConfigError, KafkaLogError
+from kafkalog.errors import (
+    InvalidArgumentError,
+    InvalidConfigError,
+    KafkaLogError,
+    UnknownTopicOrPartitionError,
+)
 from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
-from kafkalog.manager.config_sources import SOURCE_NAMES, topic_config_synonyms
+from kafkalog.manager.config_sources import (
+    BROKER_TOPIC_DEFAULTS,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    SOURCE_NAMES,
+    Synonym,
+    broker_config_synonyms,
+    config_source,
+    topic_config_synonyms,
+)
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.types import IsolationLevel
 
@@ -48,10 +62,13 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 @click.command()
 @log_dirs_option
-@click.option("--entity-type", type=click.Choice(["topics"]), default="topics", show_default=True)
-@click.option("--entity-name", required=True, help="The topic.")
-@click.option("--describe", "action", flag_value="describe", help="Show the topic's configs.")
-@click.option("--alter", "action", flag_value="alter", help="Change them.")
+@click.option(
+    "--entity-type", type=click.Choice(["topics", "brokers"]), default="topics", show_default=True
+)
+@click.option("--entity-name", help="The topic, or the broker id.")
+@click.option("--entity-default", is_flag=True, help="Every broker's run-time defaults.")
+@click.option("--describe", "action", flag_value="describe", help="Show the configs.")
+@click.option("--alter", "action", flag_value="alter", help="Change a topic's.")
 @click.option("--add-config", help="k1=v1,k2=[v2,v3]: set these overrides.")
 @click.option("--delete-config", help="k1,k2: remove these overrides (back to the default).")
 @click.option("--all", "show_all", is_flag=True, help="Describe every key, not only overrides.")
@@ -59,13 +76,17 @@ def parse_add_config(text: str) -> dict[str, str]:
 def configs(
     log_dirs: str,
     entity_type: str,
-    entity_name: str,
+    entity_name: str | None,
+    entity_default: bool,
     action: str | None,
     add_config: str | None,
     delete_config: str | None,
     show_all: bool,
 ) -> None:
-    """Describe or alter a topic's configs, like kafka-configs.
+    """Describe or alter a topic's configs, or describe a broker's, like kafka-configs.
+
+    A broker is described by the keys that set topic defaults: from Kafka's defaults and the
+    run-time ones a Kafka broker keeps in its metadata log (read only here).
 
     \b
     Examples:
@@ -73,12 +94,28 @@ def configs(
       kafkalog configs --log-dirs data --entity-name clicks --alter \\
           --add-config retention.ms=3600000,cleanup.policy=[compact,delete]
       kafkalog configs --log-dirs data --entity-name clicks --alter --delete-config retention.ms
+      kafkalog configs --log-dirs data --entity-type brokers --entity-default --describe
     """
     if action is None:
         raise click.UsageError("one of --describe, --alter is needed")
+    if entity_type == "topics" and (entity_name is None or entity_default):
+        raise click.UsageError("topics take --entity-name (the topic), not --entity-default")
+    if entity_type == "brokers" and (entity_name is not None) == entity_default:
+        raise click.UsageError("brokers take one of --entity-name (a broker id), --entity-default")
+    if entity_type == "brokers" and action == "alter":
+        raise click.UsageError(
+            "broker configs are read-only here: server.properties and a Kafka broker's "
+            "metadata log hold them"
+        )
     if action == "alter" and not (add_config or delete_config):
         raise click.UsageError("--alter needs --add-config or --delete-config")
-    with LogManager(existing_dirs(log_dirs)) as manager:
+    dirs = existing_dirs(log_dirs)
+    with LogManager(dirs) as manager:
+        if entity_type == "brokers":
+            _describe_broker(manager, None if entity_default else entity_name, node_id(dirs),
+                             show_all)  # fmt: skip
+            return
+        assert entity_name is not None
         manager.get_log(entity_name, 0)  # UnknownTopicOrPartition for a missing topic
         if action == "alter":
             ops = [
@@ -103,8 +140,37 @@ def configs(
         click.echo(f"{'All' if show_all else 'Dynamic'} configs for topic {entity_name} are:")
         for k in keys if show_all else sorted(overrides):
             layers = topic_config_synonyms(k, overrides, manager.dynamic_broker_configs, {})
-            synonyms = ", ".join(f"{SOURCE_NAMES[s]}:{n}={v}" for n, v, s in layers)
-            click.echo(f"  {k}={values[k]} sensitive=false synonyms={{{synonyms}}}")
+            _print_entry(k, values[k], layers)
+
+
+def _describe_broker(manager: LogManager, broker: str | None, node: int, show_all: bool) -> None:
+    """ConfigCommand's lines for broker ``broker`` (None: every broker's defaults): without
+    --all, only the keys set at run time for it."""
+    if broker is not None and broker != str(node):
+        if not broker.isdigit():
+            raise InvalidArgumentError(
+                f"The entity name for brokers must be a valid integer broker id, found: {broker}"
+            )
+        raise UnknownTopicOrPartitionError(
+            f"the log directories are broker {node}'s, not {broker}'s"
+        )
+    if broker is None:
+        click.echo("Default configs for brokers in the cluster are:")
+        wanted = {DYNAMIC_DEFAULT_BROKER_CONFIG}
+    else:
+        click.echo(f"{'All' if show_all else 'Dynamic'} configs for broker {broker} are:")
+        wanted = set(SOURCE_NAMES) if show_all else {DYNAMIC_BROKER_CONFIG}
+    for key in BROKER_TOPIC_DEFAULTS:
+        layers = broker_config_synonyms(key, manager.dynamic_broker_configs, {})
+        if config_source(layers) in wanted:
+            _print_entry(key, layers[0][1] if layers else None, layers)
+
+
+def _print_entry(key: str, value: str | None, layers: list[Synonym]) -> None:
+    synonyms = ", ".join(f"{SOURCE_NAMES[s]}:{n}={v}" for n, v, s in layers)
+    click.echo(
+        f"  {key}={'null' if value is None else value} sensitive=false synonyms={{{synonyms}}}"
+    )
 
 
 @click.command("get-offsets")
