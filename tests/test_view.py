@@ -4,11 +4,12 @@ agrees with the owning Log on offsets, the LSO, aborted transactions and time lo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from kafkalog import Log, LogConfig, ManualClock, ProducerFields, Record
+from kafkalog import Log, LogConfig, ManualClock, MemoryRecords, ProducerFields, Record
 from kafkalog.errors import CorruptRecordError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalog.log.view import PartitionView, discover_partitions, topic_views
 from kafkalog.storage import filenames as fn
@@ -58,6 +59,60 @@ def test_partial_tail_is_a_writer_mid_append_not_damage(tmp_path: Path) -> None:
     with pytest.raises(CorruptRecordError) as err:
         list(view.batches(0))
     assert err.value.file == str(segment) and err.value.position == 0
+
+
+def _half_copied_batch_in_a_preallocated_segment(path: Path) -> tuple[Path, int, bytes]:
+    """Two batches in a preallocated active segment, then a third whose copy into the page
+    cache a reader catches half done: its header and the first half of its body are there,
+    the rest still the preallocated zeros. (segment, where it starts, its bytes)"""
+    with Log.open(path, LogConfig(), ManualClock(NOW)) as log:
+        for value in (b"a", b"b"):
+            log.append([Record(value * 50, timestamp=NOW)])
+        start = log.size_in_bytes
+    third = bytes(MemoryRecords.build([Record(b"c" * 50, timestamp=NOW)], base_offset=2))
+    segment = fn.log_file(path, 0)
+    os.truncate(segment, 1 << 20)  # preallocated, as an active segment with preallocate=true
+    with open(segment, "r+b") as f:
+        os.pwrite(f.fileno(), third[: len(third) // 2], start)
+    return segment, start, third
+
+
+def test_a_batch_caught_half_copied_in_a_preallocated_segment_is_read_again(
+    tmp_path: Path,
+) -> None:
+    """A writer's pwrite into the preallocated tail lands while a lock-free reader reads it:
+    the reader waits for the copy instead of calling it damage (it did, in a CI run of
+    test_lock_free_readers_beside_a_writer_process)."""
+    import threading
+
+    path = tmp_path / "t-0"
+    segment, start, third = _half_copied_batch_in_a_preallocated_segment(path)
+    view = PartitionView(path)
+
+    def finish() -> None:
+        with open(segment, "r+b") as f:
+            os.pwrite(f.fileno(), third, start)
+
+    timer = threading.Timer(0.05, finish)
+    timer.start()
+    try:
+        assert view.log_end_offset() == 3
+    finally:
+        timer.join()
+    assert [b.base_offset for b in view.batches(0)] == [0, 1, 2]
+
+
+def test_a_half_batch_that_never_lands_in_a_preallocated_segment_is_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafkalog.log import view as view_module
+
+    monkeypatch.setattr(view_module, "TORN_WRITE_PATIENCE_S", 0.05)
+    path = tmp_path / "t-0"
+    segment, start, _ = _half_copied_batch_in_a_preallocated_segment(path)
+    with pytest.raises(CorruptRecordError) as err:
+        PartitionView(path).log_end_offset()
+    assert (err.value.file, err.value.position) == (str(segment), start)
 
 
 def test_transactions_lso_and_aborted_ranges(tmp_path: Path) -> None:

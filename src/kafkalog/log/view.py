@@ -6,7 +6,8 @@ and nothing else, without taking the directory lock, running recovery or touchin
 ``Log`` owns its directory and keeps its state in memory; a view reads the files every time and
 so sees what another process appended. It trusts only what it can check: a batch is served
 after its size and CRC check out; index entries are hints, confirmed against the log.
-Refuses: writing anything, and waiting for a writer.
+Refuses: writing anything, and waiting for a writer (beyond letting a batch caught half
+copied in a preallocated segment land).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,9 @@ _TIME_ENTRY = time_index.ENTRY
 READ_CHUNK = 8 << 20
 INDEX_CHUNK = 64 << 10
 _ZERO_HEADER = bytes(12)  # base offset 0 and size 0: never a batch, always unwritten space
+# how long a batch that fails its checks in a preallocated active segment may take to land:
+# a writer descheduled mid-copy on a loaded host resumes within a few scheduler periods
+TORN_WRITE_PATIENCE_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +165,11 @@ class PartitionView:
         """Complete, valid batches of ``seg`` from byte ``start``. A partial batch at the end
         of the file is a writer mid-append, and zeros where a batch should start are the
         preallocated tail of an active segment (``preallocate=true``): the scan stops there
-        quietly (``tail_may_be_zeros``: only the last segment is written to). A batch that fails
-        its size, magic, CRC or offset-order check before that is damage and raises
-        CorruptRecordError."""
+        quietly (``tail_may_be_zeros``: only the last segment is written to). In that tail a
+        batch being written lies inside the file's size, so a read can catch it half copied:
+        there a batch that fails its checks is read again, for up to TORN_WRITE_PATIENCE_S,
+        until the writer's copy has landed. A batch that fails its size, magic, CRC or
+        offset-order check otherwise is damage and raises CorruptRecordError."""
         try:
             f = open(seg.path, "rb")  # noqa: SIM115 - closed in finally, across yields
         except FileNotFoundError:
@@ -172,6 +179,7 @@ class PartitionView:
             size = os.fstat(fd).st_size
             position = start
             chunk = READ_CHUNK
+            waited, failed_at = 0.0, -1
             while position < size:
                 data = os.pread(fd, min(chunk, size - position), position)
                 scanner = BatchScanner(
@@ -188,6 +196,13 @@ class PartitionView:
                     at = scanner.valid_bytes
                     if tail_may_be_zeros and data[at : at + len(_ZERO_HEADER)] == _ZERO_HEADER:
                         return  # the preallocated, zero-filled tail: the end of the data
+                    if position != failed_at:
+                        waited, failed_at = 0.0, position
+                    if tail_may_be_zeros and waited < TORN_WRITE_PATIENCE_S:
+                        pause = min(0.1, 0.001 + waited)  # 1 ms, then doubling, at most 0.1 s
+                        time.sleep(pause)
+                        waited += pause
+                        continue  # read the batch again
                     err = scanner.error
                     raise CorruptRecordError(
                         err.reason,
