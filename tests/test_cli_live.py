@@ -88,3 +88,38 @@ def test_held_by_writer_reads_the_lock_table_without_taking_the_lock(tmp_path: P
         manager.create_topic("t", 1)
         assert held_by_writer(tmp_path) and held_by_writer(tmp_path / "t-0")
     assert not held_by_writer(tmp_path) and not held_by_writer(tmp_path / "t-0")
+
+
+def test_verify_beside_a_writer_waits_for_a_batch_caught_half_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a preallocated active segment a batch being written lies inside the file's size:
+    verify, beside the writer holding the directory, catches it half copied and waits for it
+    to land rather than report damage. (The copy lands during verify's first wait.)"""
+    import os
+    import time
+
+    from kafkalog import LogManager, MemoryRecords, Record
+    from kafkalog.log import view
+    from kafkalog.storage import filenames as fn
+
+    with LogManager([tmp_path]) as manager:
+        manager.create_topic("t", 1, {"preallocate": "true"})
+        log = manager.get_log("t", 0)
+        log.append([Record(b"a" * 50, timestamp=0)])
+        start = log.size_in_bytes
+        batch = bytes(MemoryRecords.build([Record(b"b" * 50, timestamp=0)], base_offset=1))
+        fd = os.open(fn.log_file(tmp_path / "t-0", 0), os.O_WRONLY)
+        try:
+            os.pwrite(fd, batch[: len(batch) // 2], start)  # the writer's copy, half done
+
+            def copy_lands_meanwhile(seconds: float) -> None:
+                os.pwrite(fd, batch, start)
+                real_sleep(seconds)
+
+            real_sleep = time.sleep
+            monkeypatch.setattr(view.time, "sleep", copy_lands_meanwhile)
+            code, out, err = run("verify", "--log-dirs", str(tmp_path))
+        finally:
+            os.close(fd)
+    assert (code, out) == (0, "checked 1 segment(s), 2 batch(es): 0 problem(s)\n"), out + err

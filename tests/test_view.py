@@ -78,27 +78,29 @@ def _half_copied_batch_in_a_preallocated_segment(path: Path) -> tuple[Path, int,
 
 
 def test_a_batch_caught_half_copied_in_a_preallocated_segment_is_read_again(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer's pwrite into the preallocated tail lands while a lock-free reader reads it:
     the reader waits for the copy instead of calling it damage (it did, in a CI run of
     test_lock_free_readers_beside_a_writer_process)."""
-    import threading
+    import time
+
+    from kafkalog.log import view as view_module
 
     path = tmp_path / "t-0"
     segment, start, third = _half_copied_batch_in_a_preallocated_segment(path)
-    view = PartitionView(path)
+    waits: list[float] = []
 
-    def finish() -> None:
+    def copy_lands_meanwhile(seconds: float) -> None:  # the writer finishes its copy
+        waits.append(seconds)
         with open(segment, "r+b") as f:
             os.pwrite(f.fileno(), third, start)
+        real_sleep(seconds)
 
-    timer = threading.Timer(0.05, finish)
-    timer.start()
-    try:
-        assert view.log_end_offset() == 3
-    finally:
-        timer.join()
+    real_sleep = time.sleep
+    monkeypatch.setattr(view_module.time, "sleep", copy_lands_meanwhile)
+    view = PartitionView(path)
+    assert view.log_end_offset() == 3 and waits == [0.001]
     assert [b.base_offset for b in view.batches(0)] == [0, 1, 2]
 
 

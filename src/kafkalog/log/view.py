@@ -150,68 +150,14 @@ class PartitionView:
         entries = _read_entries(fn.offset_index_file(self.directory, seg.base_offset), _INDEX_ENTRY)
         position = entries[-1][1] if entries else 0
         last = None
-        for batch in self._scan(seg, position, tail_may_be_zeros=active):
+        for batch in scan_segment(seg, position, tail_may_be_zeros=active):
             last = batch.next_offset
         if last is None and position:
-            for batch in self._scan(seg, 0, tail_may_be_zeros=active):
+            for batch in scan_segment(seg, 0, tail_may_be_zeros=active):
                 last = batch.next_offset
         return last
 
     # ---- batches ---------------------------------------------------------------------------
-
-    def _scan(
-        self, seg: SegmentFile, start: int, *, tail_may_be_zeros: bool = False
-    ) -> Iterator[AnyBatch]:
-        """Complete, valid batches of ``seg`` from byte ``start``. A partial batch at the end
-        of the file is a writer mid-append, and zeros where a batch should start are the
-        preallocated tail of an active segment (``preallocate=true``): the scan stops there
-        quietly (``tail_may_be_zeros``: only the last segment is written to). In that tail a
-        batch being written lies inside the file's size, so a read can catch it half copied:
-        there a batch that fails its checks is read again, for up to TORN_WRITE_PATIENCE_S,
-        until the writer's copy has landed. A batch that fails its size, magic, CRC or
-        offset-order check otherwise is damage and raises CorruptRecordError."""
-        try:
-            f = open(seg.path, "rb")  # noqa: SIM115 - closed in finally, across yields
-        except FileNotFoundError:
-            return
-        try:
-            fd = f.fileno()
-            size = os.fstat(fd).st_size
-            position = start
-            chunk = READ_CHUNK
-            waited, failed_at = 0.0, -1
-            while position < size:
-                data = os.pread(fd, min(chunk, size - position), position)
-                scanner = BatchScanner(
-                    data, verify_crc=True, file=str(seg.path), base_offset=seg.base_offset
-                )
-                yield from scanner
-                position += scanner.valid_bytes
-                if scanner.stop is ScanStop.TRUNCATED:
-                    if position + len(data) - scanner.valid_bytes >= size:
-                        return  # the writer's tail
-                    # a batch larger than the chunk: read it whole next time
-                    chunk = max(chunk, next_batch_size(data, scanner.valid_bytes) or chunk)
-                elif scanner.error is not None:
-                    at = scanner.valid_bytes
-                    if tail_may_be_zeros and data[at : at + len(_ZERO_HEADER)] == _ZERO_HEADER:
-                        return  # the preallocated, zero-filled tail: the end of the data
-                    if position != failed_at:
-                        waited, failed_at = 0.0, position
-                    if tail_may_be_zeros and waited < TORN_WRITE_PATIENCE_S:
-                        pause = min(0.1, 0.001 + waited)  # 1 ms, then doubling, at most 0.1 s
-                        time.sleep(pause)
-                        waited += pause
-                        continue  # read the batch again
-                    err = scanner.error
-                    raise CorruptRecordError(
-                        err.reason,
-                        file=str(seg.path),
-                        position=position,
-                        offset=err.offset,
-                    )
-        finally:
-            f.close()
 
     def position_of(self, seg: SegmentFile, offset: int) -> int:
         """A byte position in ``seg`` at or before the batch holding ``offset`` (index hint)."""
@@ -238,7 +184,7 @@ class PartitionView:
             if end is not None and seg.base_offset >= end:
                 return
             position = self.position_of(seg, start) if seg.base_offset <= start else 0
-            for batch in self._scan(seg, position, tail_may_be_zeros=seg is segments[-1]):
+            for batch in scan_segment(seg, position, tail_may_be_zeros=seg is segments[-1]):
                 if batch.last_offset < start:
                     continue
                 if end is not None and batch.base_offset >= end:
@@ -265,7 +211,7 @@ class PartitionView:
                 if ts >= timestamp:
                     break
                 position = self.position_of(seg, seg.base_offset + rel)
-            for batch in self._scan(seg, position, tail_may_be_zeros=seg is segments[-1]):
+            for batch in scan_segment(seg, position, tail_may_be_zeros=seg is segments[-1]):
                 if batch.last_offset < begin or batch.max_timestamp < timestamp:
                     continue
                 for record in batch:
@@ -347,3 +293,58 @@ def topic_views(log_dirs: list[Path], topic: str) -> dict[int, PartitionView]:
     if not views:
         raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
     return dict(sorted(views.items()))
+
+
+def scan_segment(
+    seg: SegmentFile, start: int = 0, *, tail_may_be_zeros: bool = False
+) -> Iterator[AnyBatch]:
+    """Complete, valid batches of ``seg`` from byte ``start``. A partial batch at the end
+    of the file is a writer mid-append, and zeros where a batch should start are the
+    preallocated tail of an active segment (``preallocate=true``): the scan stops there
+    quietly (``tail_may_be_zeros``: only the last segment is written to). In that tail a
+    batch being written lies inside the file's size, so a read can catch it half copied:
+    there a batch that fails its checks is read again, for up to TORN_WRITE_PATIENCE_S,
+    until the writer's copy has landed. A batch that fails its size, magic, CRC or
+    offset-order check otherwise is damage and raises CorruptRecordError."""
+    try:
+        f = open(seg.path, "rb")  # noqa: SIM115 - closed in finally, across yields
+    except FileNotFoundError:
+        return
+    try:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        position = start
+        chunk = READ_CHUNK
+        waited, failed_at = 0.0, -1
+        while position < size:
+            data = os.pread(fd, min(chunk, size - position), position)
+            scanner = BatchScanner(
+                data, verify_crc=True, file=str(seg.path), base_offset=seg.base_offset
+            )
+            yield from scanner
+            position += scanner.valid_bytes
+            if scanner.stop is ScanStop.TRUNCATED:
+                if position + len(data) - scanner.valid_bytes >= size:
+                    return  # the writer's tail
+                # a batch larger than the chunk: read it whole next time
+                chunk = max(chunk, next_batch_size(data, scanner.valid_bytes) or chunk)
+            elif scanner.error is not None:
+                at = scanner.valid_bytes
+                if tail_may_be_zeros and data[at : at + len(_ZERO_HEADER)] == _ZERO_HEADER:
+                    return  # the preallocated, zero-filled tail: the end of the data
+                if position != failed_at:
+                    waited, failed_at = 0.0, position
+                if tail_may_be_zeros and waited < TORN_WRITE_PATIENCE_S:
+                    pause = min(0.1, 0.001 + waited)  # 1 ms, then doubling, at most 0.1 s
+                    time.sleep(pause)
+                    waited += pause
+                    continue  # read the batch again
+                err = scanner.error
+                raise CorruptRecordError(
+                    err.reason,
+                    file=str(seg.path),
+                    position=position,
+                    offset=err.offset,
+                )
+    finally:
+        f.close()
