@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import Log, LogConfig, LogManager, ManagerConfig, MemoryRecords, Record
-from kafkalog.manager.kraft_configs import kraft_topic_configs
+from kafkalog.manager.kraft_configs import kraft_configs
 from kafkalog.records.builder import RecordBatchBuilder
 from kafkalog.storage import filenames as fn
 
@@ -84,7 +84,7 @@ def metadata_log(log_dir: Path) -> Path:
 
 
 def test_the_snapshot_then_the_records_after_it_are_replayed(tmp_path: Path) -> None:
-    configs = kraft_topic_configs(metadata_log(tmp_path))
+    configs = kraft_configs(metadata_log(tmp_path)).topics
     assert configs == {"a": {"retention.ms": "-1", "segment.bytes": "2097152"}}
 
 
@@ -128,7 +128,7 @@ def test_what_cannot_be_read_is_skipped_or_ends_the_replay_and_is_named(
     data = bytearray(segment.read_bytes())
     data[damaged + 65] ^= 0xFF  # past its 61-byte header, inside its one record
     segment.write_bytes(bytes(data))
-    assert kraft_topic_configs(path) == {"a": {"retention.ms": "-1", "segment.bytes": "2097152"}}
+    assert kraft_configs(path).topics == {"a": {"retention.ms": "-1", "segment.bytes": "2097152"}}
     warnings = [r.getMessage() for r in caplog.records]
     assert any("record at offset 1 skipped" in w and "ends inside" in w for w in warnings)
     assert any("record at offset 2 skipped: ConfigRecord version 1 is newer" in w for w in warnings)

@@ -74,16 +74,20 @@ BROKER_TOPIC_DEFAULTS = sorted(
 )
 
 
+# broker key -> (the topic key it sets the default of, its unit's factor to milliseconds)
+TOPIC_KEY_OF = {
+    broker_key: (topic_key, factor)
+    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+    for broker_key, factor in synonyms
+}
+
+
 def broker_config_synonyms(
     key: str, dynamic: tuple[Mapping[str, str], Mapping[str, str]], static: Mapping[str, Any]
 ) -> list[Synonym]:
     """The synonyms DescribeConfigs gives broker key ``key`` (one of BROKER_TOPIC_DEFAULTS):
     the layers that set it or a key of its group (log.retention.ms, .minutes, .hours)."""
-    group = next(
-        [k for k, _ in synonyms]
-        for synonyms in TOPIC_CONFIG_SYNONYMS.values()
-        if any(k == key for k, _ in synonyms)
-    )
+    group = [k for k, _ in TOPIC_CONFIG_SYNONYMS[TOPIC_KEY_OF[key][0]]]
     return _layered(group, key, dynamic, static)
 
 

@@ -60,11 +60,6 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
     return KRaftConfigs(_usable(replayed.topics), layers)
 
 
-def kraft_topic_configs(metadata_dir: Path) -> dict[str, dict[str, str]]:
-    """Topic name -> the config overrides the metadata log in ``metadata_dir`` holds for it."""
-    return kraft_configs(metadata_dir).topics
-
-
 def _batches(metadata_dir: Path) -> Iterator[AnyBatch]:
     """The latest snapshot's batches, then the log's from the snapshot's end offset."""
     snapshots = sorted(p for p in metadata_dir.iterdir() if p.name.endswith(_SNAPSHOT_SUFFIX))

@@ -83,9 +83,7 @@ class LogDirectory:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""
         return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
 
-    def partitions(
-        self,
-    ) -> tuple[list[tuple[TopicPartition, Path]], list[tuple[TopicPartition, Path]]]:
+    def partitions(self) -> tuple[list[PartitionDir], list[PartitionDir]]:
         """(the partitions to open, those a deletion left marked ``-delete``). Neither holds
         what is not a partition (remote-log-index-cache ...) nor a ``-future`` or ``-stray``
         directory, which Kafka leaves for replica movement and for the operator."""

@@ -34,12 +34,13 @@ from kafkalog.manager.config_sources import (
     BROKER_TOPIC_DEFAULTS,
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    TOPIC_KEY_OF,
     Synonym,
     broker_config_synonyms,
     config_source,
     topic_config_synonyms,
 )
-from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS, TOPIC_CONFIG_SYNONYMS
+from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
@@ -56,12 +57,6 @@ _CONFIG_TYPES = {
     Type.LIST: 7,
 }
 _OP_IDS = frozenset(op.value for op in AlterConfigOpType)
-# broker key -> (the topic key it sets the default of, its unit's factor to milliseconds)
-_TOPIC_KEY_OF = {
-    broker_key: (topic_key, factor)
-    for topic_key, synonyms in TOPIC_CONFIG_SYNONYMS.items()
-    for broker_key, factor in synonyms
-}
 
 
 def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
@@ -132,7 +127,7 @@ def _broker_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> t
         synonyms = broker_config_synonyms(name, dynamic, ctx.broker_properties)
         if every and config_source(synonyms) != DYNAMIC_DEFAULT_BROKER_CONFIG:
             continue
-        topic_key, factor = _TOPIC_KEY_OF[name]
+        topic_key, factor = TOPIC_KEY_OF[name]
         key = TOPIC_CONFIG.keys[topic_key]
         key = key if factor == 1 else dataclasses.replace(key, type=Type.INT)  # hours, minutes
         value = synonyms[0][1] if synonyms else None
