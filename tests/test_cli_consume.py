@@ -185,7 +185,7 @@ def test_group_resumes_from_its_commit_in_consumer_offsets(tmp_path: Path) -> No
     assert code == 0 and out == b""  # everything committed
     with LogManager([d]) as manager:
         logs = {p: manager.get_log("__consumer_offsets", p) for p in range(50)}
-        committed = load_offsets(logs)[0]["g"]
+        committed = load_offsets(logs).committed["g"]
     assert {tp: o.offset for tp, o in committed.items()} == {("clicks", 0): 5, ("clicks", 1): 5}
     segment = d / f"__consumer_offsets-{partition_for('g', 50)}" / "00000000000000000000.log"
     code, out, _ = run("dump-log", "--files", str(segment), "--offsets-decoder")

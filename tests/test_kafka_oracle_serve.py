@@ -186,6 +186,70 @@ def test_one_transactional_id_goes_on_across_kafka_and_kafkalog_serve(
         assert _read_committed(broker.bootstrap, len(committed)) == committed
 
 
+def _joined(bootstrap: str, group: str) -> Consumer:
+    """A librdkafka member of ``group`` on topic "members", once it has read the topic's four
+    records (so the group is Stable with its assignment stored). Left open: its broker stops
+    under it, as a broker restart leaves its applications running."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": f"{group}-client",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 45_000,
+        }
+    )
+    consumer.subscribe(["members"])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 4 and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        seen += message is not None and message.error() is None
+    assert seen == 4
+    return consumer
+
+
+def _members(bootstrap: str, group: str) -> tuple[str, list[tuple[str, str, list[int]]]]:
+    """A group's state and its members (member id, client id, assigned partitions)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(60)
+    return str(described.state).rsplit(".", 1)[-1], [
+        (m.member_id, m.client_id, sorted(p.partition for p in m.assignment.topic_partitions))
+        for m in described.members
+    ]
+
+
+def test_a_classic_group_goes_on_across_kafka_and_kafkalog_serve(broker: KafkaBroker) -> None:
+    """Each side loads the Stable group the other stored in ``__consumer_offsets`` (a
+    GroupMetadataValue): the same member id, client id and assignment, before the member's
+    session would time out. Before, kafkalog skipped these records and a restart onto it
+    emptied every group."""
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("members", 2, 1)]).values():
+            future.result(60)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(4):
+            producer.produce("members", value=b"%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        on_kafka = _joined(broker.bootstrap, "on-kafka")
+        kafka_member = on_kafka.memberid()
+    overrides = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
+    with serve(broker.log_dir, overrides=overrides) as server:
+        assert _members(server.bootstrap_servers, "on-kafka") == (
+            "STABLE", [(kafka_member, "on-kafka-client", [0, 1])]
+        )  # fmt: skip
+        on_kafkalog = _joined(server.bootstrap_servers, "on-kafkalog")
+        our_member = on_kafkalog.memberid()
+    with broker:
+        assert _members(broker.bootstrap, "on-kafkalog") == (
+            "STABLE", [(our_member, "on-kafkalog-client", [0, 1])]
+        )  # fmt: skip
+    for consumer in (on_kafka, on_kafkalog):
+        consumer.close()
+
+
 def test_a_running_broker_and_kafkalog_keep_out_of_each_others_directory(tmp_path: Path) -> None:
     """Kafka locks each log directory's ``.lock`` with an fcntl record lock, kafkalog with an
     flock and a record lock: kafkalog refuses the directory of a running broker, and the

@@ -16,15 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 from kio.schema.errors import ErrorCode
 
 from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, TOOL_LOG, classpath, dump_log_segments_class
 from kafkalog import LogManager
+from kafkalog.cli.main import cli
 from kafkalog.records.coordinator import decode
 from kafkalog.server import serve
-from kafkalog.server.group import Group, GroupState, JoinRequest
+from kafkalog.server.group import Group
+from kafkalog.server.group_member import GroupState, JoinRequest
 from kafkalog.server.offsets_topic import (
     OffsetAndMetadata,
     java_string_hash,
@@ -331,13 +334,21 @@ def test_kafka_consumer_groups_tool_and_the_console_consumer_group(
         assert "jg" not in groups(bs, "--describe --group jgroup")
         groups(bs, "--delete --group jgroup")
         assert groups(bs, "--list").split() == []
-    # Kafka's own decoder reads the commits and the deletion's tombstone
+    # Kafka's own decoder reads the commits, the group's metadata (each console consumer's
+    # assignment, then the group emptied) and the deletion's tombstones, as kafkalog's does
     with LogManager([tmp_path]) as manager:
         partition = partition_for("jgroup", manager.topics()["__consumer_offsets"])
     segment = tmp_path / f"__consumer_offsets-{partition}" / "00000000000000000000.log"
     dumped = tool(dump_log_segments_class(version), "--files", str(segment), "--offsets-decoder")
     assert '"group":"jgroup","topic":"jg","partition":0' in dumped
     assert '"offset":3,' in dumped and "<DELETE>" in dumped
+    assert '"protocolType":"consumer","generation":1,"protocol":"range"' in dumped
+    assert '"members":[]' in dumped and '"assignedPartitions":[{"topic":"jg"' in dumped
+    ours = CliRunner().invoke(cli, ["dump-log", "--files", str(segment), "--offsets-decoder"])
+    assert ours.exit_code == 0, ours.output
+    theirs = [line.split("payload")[1] for line in dumped.splitlines() if "payload" in line]
+    mine = [line.split("payload")[1] for line in ours.output.splitlines() if "payload" in line]
+    assert len(mine) >= 6 and mine == theirs
 
 
 def test_offset_delete_spares_the_topics_a_live_consumer_group_subscribes_to(

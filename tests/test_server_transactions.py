@@ -84,7 +84,7 @@ def _expected(per_partition: int) -> dict[int, list[bytes]]:
 def _committed_offsets(log_dir: Path) -> dict[tuple[str, int], int]:
     with LogManager([log_dir]) as manager:
         logs = {tp.partition: lg for tp, lg in manager.logs().items() if tp.topic == OFFSETS_TOPIC}
-        committed, _ = load_offsets(logs)
+        committed = load_offsets(logs).committed
     return {tp: o.offset for tp, o in committed.get("copier", {}).items()}
 
 

@@ -394,7 +394,7 @@ def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None
             assert committed() == expected
         assert c.groups.groups["grp"].offsets[("t", 0)].offset == 7
         logs = {p: c.manager.get_log(OFFSETS_TOPIC, p) for p in range(3)}
-        durable, open_rows = load_offsets(logs)
+        durable, open_rows, _ = load_offsets(logs)
         assert durable["grp"][("t", 0)].offset == 7 and open_rows == {}
 
     run(tmp_path, scenario, **props)
@@ -461,7 +461,7 @@ def test_a_committed_transaction_replaces_only_an_older_offset_record(
         assert c.groups.group("grp").offsets[("t", 0)].offset == 9  # the transaction is open
         await c.txns.end_transaction("app", pid, epoch, True)
         assert c.groups.group("grp").offsets[("t", 0)].offset == expected
-        durable, open_offsets = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        durable, open_offsets, _ = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
         assert durable["grp"][("t", 0)].offset == expected and open_offsets == {}
 
     async def restarted(c: Coordinators) -> None:
@@ -490,7 +490,7 @@ def test_deleting_a_groups_offsets_drops_them_from_its_open_transactions(tmp_pat
         assert answer.results[0].error_code == ErrorCode.none
         await c.txns.end_transaction("app", pid, epoch, True)
         assert ("t", 0) not in c.groups.group("grp").offsets
-        durable, _ = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        durable = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)}).committed
         assert "grp" not in durable or ("t", 0) not in durable["grp"]
         assert durable["other"][("t", 0)].offset == 3
 

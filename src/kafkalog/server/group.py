@@ -8,6 +8,10 @@ first get MEMBER_ID_REQUIRED (KIP-394), a static member (``group.instance.id``, 
 its place across restarts and fences its older incarnation, commits are refused while the
 group completes a rebalance, and a member silent for its session timeout is removed.
 
+The group survives a restart as Kafka's does: the leader's assignment is stored (``store``, a
+GroupMetadata record) before any member hears it, and a group that becomes empty is stored
+too (``group_metadata`` builds the record and rebuilds a group from it at start-up).
+
 Runs on the server's event loop only (no locks): a JoinGroup or a follower's SyncGroup is a
 future completed when the rebalance gets there. Refuses: KIP-848 consumer groups.
 """
@@ -15,93 +19,43 @@ future completed when the rebalance gets there. Refuses: KIP-848 consumer groups
 from __future__ import annotations
 
 import asyncio
-import enum
-import time
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.server.offsets_topic import OffsetAndMetadata
+from kafkalog.errors import KafkaLogError
+from kafkalog.server.group_member import (
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    Member,
+    SyncResult,
+    wall_clock_ms,
+)
+from kafkalog.server.group_metadata import stored_group
+from kafkalog.server.offsets_topic import OffsetAndMetadata, StoredGroup
+
+logger = logging.getLogger("kafkalog.server")
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # to the leader only
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool  # JoinGroup v4+
-
-
-@dataclass
-class Member:
-    """A member: its id and the parameters of its latest JoinGroup."""
-
-    member_id: str
-    join: JoinRequest
-    last_heartbeat: float
-    assignment: bytes = b""
-    join_waiter: asyncio.Future[JoinResult] | None = None
-    sync_waiter: asyncio.Future[SyncResult] | None = None
-
-    @property
-    def group_instance_id(self) -> str | None:
-        return self.join.group_instance_id
-
-    @property
-    def protocols(self) -> list[tuple[str, bytes]]:
-        return self.join.protocols
-
-    def metadata(self, protocol: str) -> bytes:
-        return next(m for name, m in self.protocols if name == protocol)
+async def _store_nothing(stored: StoredGroup) -> None:
+    """The ``store`` of a group no log backs (the state machine on its own)."""
 
 
 @dataclass
 class Group:
     """A classic group. ``now`` gives seconds (the loop's clock); ``initial_delay_ms`` is
     ``group.initial.rebalance.delay.ms``: the first rebalance of an empty group waits that long
-    for more members."""
+    for more members. ``store`` makes a GroupMetadata record durable (raising KafkaLogError
+    when it cannot)."""
 
     group_id: str
     now: Callable[[], float]
     initial_delay_ms: int
+    store: Callable[[StoredGroup], Awaitable[None]] = _store_nothing
     state: GroupState = GroupState.EMPTY
     generation: int = 0
     protocol_type: str | None = None
@@ -113,8 +67,11 @@ class Group:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     # wall-clock ms of the last change to Empty (Kafka's currentStateTimestamp, for expiry)
     emptied_at_ms: int | None = None
+    # wall-clock ms of the last completed join (the state timestamp of a stored assignment)
+    joined_at_ms: int = -1
     _timer: asyncio.TimerHandle | None = None
     _delay_until: float = 0.0
+    _storing: set[asyncio.Task[None]] = field(default_factory=set)
 
     # --- joining ---------------------------------------------------------------------------
 
@@ -275,8 +232,9 @@ class Group:
         self.generation += 1
         if not self.members:
             self.state, self.protocol_name, self.leader_id = GroupState.EMPTY, None, None
-            self.emptied_at_ms = wall_clock_ms()
+            self._became_empty()
             return
+        self.joined_at_ms = wall_clock_ms()
         self.protocol_name = self._select_protocol()
         if self.leader_id not in self.members:
             self.leader_id = next(iter(self.members))
@@ -339,12 +297,40 @@ class Group:
             return future
         member.sync_waiter = future
         if member_id == self.leader_id:
-            for m in self.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            self.state = GroupState.STABLE
-            for m in self.members.values():
-                self._finish_sync(m, self._sync_result(m))
+            # a member the leader left out gets an empty assignment, as in Kafka
+            assigned = {m: assignments.get(m, b"") for m in self.members}
+            stored = stored_group(self, assigned)  # the group now, not when the task runs
+            self._spawn(self._store_assignment(stored, assigned))
         return future
+
+    async def _store_assignment(self, stored: StoredGroup, assigned: dict[str, bytes]) -> None:
+        """Store the leader's assignment, then hand it out (Kafka's classicGroupSync): nobody
+        hears an assignment a restart could forget. If storing fails, every member is told
+        COORDINATOR_NOT_AVAILABLE and the group rebalances."""
+        try:
+            await self.store(stored)
+        except KafkaLogError as err:
+            logger.warning("could not store the assignment of group %s: %s", self.group_id, err)
+            failed = True
+        else:
+            failed = False
+        if (
+            self.state is not GroupState.COMPLETING_REBALANCE
+            or self.generation != stored.generation
+        ):
+            return  # a member joined or left meanwhile: that rebalance decides
+        if failed:
+            for m in self.members.values():
+                m.assignment = b""
+                self._finish_sync(m, SyncResult(ErrorCode.coordinator_not_available))
+            self._prepare_rebalance()
+            return
+        for m in self.members.values():
+            m.assignment = assigned.get(m.member_id, b"")
+        self.state = GroupState.STABLE
+        for m in self.members.values():
+            if m.sync_waiter is not None:
+                self._finish_sync(m, self._sync_result(m))
 
     def _sync_result(self, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.none, self.protocol_type, self.protocol_name, member.assignment)
@@ -398,8 +384,8 @@ class Group:
                 self._prepare_rebalance()
             else:
                 self.generation += 1
-                self.state, self.protocol_name = GroupState.EMPTY, None
-                self.emptied_at_ms = wall_clock_ms()
+                self.state, self.protocol_name, self.leader_id = GroupState.EMPTY, None, None
+                self._became_empty()
         elif self.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join()
             if not self.members and self.state is GroupState.PREPARING_REBALANCE:
@@ -418,6 +404,26 @@ class Group:
         if expired:
             self._after_departure()
         return expired
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._storing.add(task)
+        task.add_done_callback(self._storing.discard)
+
+    def _became_empty(self) -> None:
+        """Kafka stores an emptied group (generation, protocol type, no members) but does not
+        wait for it: no member is left to tell, and a lost record only brings back a previous
+        generation whose members will time out."""
+        self.emptied_at_ms = wall_clock_ms()
+        self._spawn(self._store_empty(stored_group(self, {})))
+
+    async def _store_empty(self, stored: StoredGroup) -> None:
+        try:
+            await self.store(stored)
+        except KafkaLogError as err:
+            logger.warning("could not store the empty group %s: %s", self.group_id, err)
 
     # --- offsets -------------------------------------------------------------------------------
 

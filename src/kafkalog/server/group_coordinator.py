@@ -25,10 +25,16 @@ from kio.schema.errors import ErrorCode
 from kafkalog.errors import KafkaLogError
 from kafkalog.server import group_offsets
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.group import Group, JoinRequest, wall_clock_ms
+from kafkalog.server.group import Group
+from kafkalog.server.group_member import JoinRequest, wall_clock_ms
+from kafkalog.server.group_metadata import restore
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     GroupOffsets,
+    StoredGroup,
+    append_offset_records,
+    group_metadata_key,
+    group_metadata_value,
     load_offsets,
     settle,
 )
@@ -95,11 +101,19 @@ class GroupCoordinator:
             for tp, log in self.ctx.manager.logs().items()
             if tp.topic == OFFSETS_TOPIC
         }
-        loaded, self.pending_transactions = await self.run(load_offsets, logs)
-        for group_id, offsets in loaded.items():
-            self.group(group_id).offsets.update(offsets)
-        if loaded:
-            logger.info("loaded the committed offsets of %d groups", len(loaded))
+        loaded = await self.run(load_offsets, logs)
+        self.pending_transactions = loaded.open_transactions
+        for group_id, stored in loaded.groups.items():
+            if stored is not None:
+                restore(self.group(group_id), stored)
+        for group_id, offsets in loaded.committed.items():
+            if offsets:  # all of a group's offsets tombstoned: nothing left to load
+                self.group(group_id).offsets.update(offsets)
+        if loaded.committed:
+            logger.info("loaded the committed offsets of %d groups", len(loaded.committed))
+        members = sum(len(g.members) for g in self.groups.values())
+        if members:
+            logger.info("loaded %d members of classic groups", members)
         self._expiry = asyncio.create_task(self._expire_sessions())
         self._offsets_expiry = asyncio.create_task(self._expire_offsets())
 
@@ -146,9 +160,22 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             loop = asyncio.get_running_loop()
-            group = Group(group_id, loop.time, self.ctx.settings.initial_rebalance_delay_ms)
+            group = Group(
+                group_id,
+                loop.time,
+                self.ctx.settings.initial_rebalance_delay_ms,
+                lambda stored: self.store_group(group_id, stored),
+            )
             self.groups[group_id] = group
         return group
+
+    async def store_group(self, group_id: str, stored: StoredGroup) -> None:
+        """Append ``group_id``'s GroupMetadata record to its ``__consumer_offsets`` partition,
+        in order with the group's offset commits."""
+        row = (group_metadata_key(group_id), group_metadata_value(stored))
+        partitions = self.ctx.settings.offsets_partitions
+        async with self.commit_lock:
+            await self.run(append_offset_records, self.ctx.manager, group_id, [row], partitions)
 
     # --- coordinator discovery and membership ---------------------------------------------------
 

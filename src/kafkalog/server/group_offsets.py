@@ -20,11 +20,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
-from kafkalog.server.group import Group, GroupState
+from kafkalog.server.group import Group
+from kafkalog.server.group_member import GroupState
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 from kafkalog.server.offsets_topic import (
     append_offset_records,
     drop_staged,
+    group_metadata_key,
     offset_commit_key,
 )
 from kafkalog.server.wire import Request, make, payload_module
@@ -48,16 +50,19 @@ def _append_offsets(
 
 
 async def _delete_offsets(
-    coord: GroupCoordinator, group: Group, tps: list[tuple[str, int]]
+    coord: GroupCoordinator, group: Group, tps: list[tuple[str, int]], whole_group: bool = False
 ) -> None:
-    """Tombstone ``tps`` of ``group`` in ``__consumer_offsets``, then forget them: a deletion
-    is durable before anyone is told (DeleteGroups, OffsetDelete, expiry)."""
-    if not tps:
+    """Tombstone ``tps`` of ``group`` in ``__consumer_offsets`` (and its GroupMetadata when
+    ``whole_group``), then forget them: a deletion is durable before anyone is told
+    (DeleteGroups, OffsetDelete, expiry)."""
+    if not tps and not whole_group:
         return
     async with coord.commit_lock:
         tombstones: list[tuple[bytes, bytes | None]] = [
             (offset_commit_key(group.group_id, *tp), None) for tp in tps
         ]
+        if whole_group:
+            tombstones.append((group_metadata_key(group.group_id), None))
         await coord.run(_append_offsets, coord, group.group_id, tombstones)
         for tp in tps:
             group.offsets.pop(tp, None)
@@ -239,7 +244,7 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
             code = ErrorCode.non_empty_group
         else:
             code = ErrorCode.none
-            await _delete_offsets(coord, group, _all_offsets(coord, group))
+            await _delete_offsets(coord, group, _all_offsets(coord, group), whole_group=True)
             group.state = GroupState.DEAD
             coord.groups.pop(group_id, None)
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
@@ -348,14 +353,21 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
 
 async def expire_offsets(coord: GroupCoordinator, now_ms: int) -> int:
     """Tombstone every expired offset in ``__consumer_offsets`` and forget it; a group left
-    empty with no offsets is removed (Dead). Returns how many offsets expired."""
+    empty with no offsets is removed (Dead), its GroupMetadata tombstoned in the same batch
+    (Kafka's GroupMetadataManager.cleanupGroupMetadata). Returns how many offsets expired."""
     retention = coord.ctx.settings.offsets_retention_ms
     expired = 0
     for group_id, group in list(coord.groups.items()):
         doomed = expired_offsets(group, now_ms, retention)
-        await _delete_offsets(coord, group, doomed)
+        dead = (
+            not group.members
+            and group.state is GroupState.EMPTY
+            and set(group.offsets) <= set(doomed)
+            and not any(group_id in staged for staged in coord.pending_transactions.values())
+        )
+        await _delete_offsets(coord, group, doomed, whole_group=dead)
         expired += len(doomed)
-        if not group.members and not group.offsets and group.state is GroupState.EMPTY:
+        if dead:
             group.state = GroupState.DEAD
             coord.groups.pop(group_id, None)
     return expired

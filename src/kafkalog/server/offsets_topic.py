@@ -12,8 +12,12 @@ ABORT; then it replaces a partition's offset only if its record is later in the 
 record of the offset it would replace (Kafka's OffsetMetadataManager.replayEndTransactionMarker:
 a plain commit made after a transactional one, before its COMMIT, keeps its place).
 
-Refuses: group metadata records (members and assignments are not persisted: a restart starts
-every group empty, with its offsets, as after all members left).
+A classic group's membership is a GroupMetadata record (key type 2: group; value
+GroupMetadataValue version 3, the one Kafka 4.x writes: protocol type, generation, protocol,
+leader, state timestamp, and each member's ids, timeouts, subscription and assignment), written
+when the group's leader hands in the assignment and when the group becomes empty, as Kafka's
+GroupMetadataManager does; the latest one is the group a restart loads. Refuses: the KIP-848
+consumer, share and streams group records (skipped when read).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import contextlib
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from kafkalog import records
 from kafkalog.errors import KafkaLogError, TopicExistsError
@@ -41,6 +46,7 @@ OFFSETS_TOPIC_CONFIG = {
     "segment.bytes": "104857600",
 }
 _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE_VERSION = 1, 3
+_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE_VERSION = 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,33 @@ class OffsetAndMetadata:
     # Where its record sits in __consumer_offsets (-1 before it is written): a transactional
     # commit counts only over an offset whose record is older. Not part of the commit's value.
     record_offset: int = field(default=-1, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMember:
+    """One member in a GroupMetadataValue: its subscription is its metadata for the group's
+    protocol, its assignment what the leader gave it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGroup:
+    """A classic group as its GroupMetadataValue keeps it."""
+
+    protocol_type: str  # "" for none
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int  # wall-clock ms of the state's start; -1 unknown
+    members: tuple[StoredMember, ...] = ()
 
 
 def partition_for(group_id: str, partitions: int) -> int:
@@ -82,10 +115,81 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
     )
 
 
+def group_metadata_key(group_id: str) -> bytes:
+    return struct.pack(">h", _GROUP_METADATA_KEY) + _string(group_id)
+
+
+def _nullable_string(text: str | None) -> bytes:
+    return struct.pack(">h", -1) if text is None else _string(text)
+
+
+def _bytes(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+def group_metadata_value(group: StoredGroup) -> bytes:
+    parts = [
+        struct.pack(">h", _GROUP_METADATA_VALUE_VERSION),
+        _string(group.protocol_type),
+        struct.pack(">i", group.generation),
+        _nullable_string(group.protocol),
+        _nullable_string(group.leader),
+        struct.pack(">qi", group.current_state_timestamp, len(group.members)),
+    ]
+    for m in group.members:
+        parts += [
+            _string(m.member_id),
+            _nullable_string(m.group_instance_id),
+            _string(m.client_id),
+            _string(m.client_host),
+            struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms),
+            _bytes(m.subscription),
+            _bytes(m.assignment),
+        ]
+    return b"".join(parts)
+
+
+def _stored_group(value: dict[str, Any]) -> StoredGroup:
+    """A decoded GroupMetadataValue (any version: fields a version lacks take Kafka's
+    defaults, a rebalance timeout of -1 becomes the session timeout)."""
+    members = tuple(
+        StoredMember(
+            m["memberId"],
+            m.get("groupInstanceId"),
+            m["clientId"],
+            m["clientHost"],
+            m["sessionTimeout"] if m.get("rebalanceTimeout", -1) == -1 else m["rebalanceTimeout"],
+            m["sessionTimeout"],
+            m["subscription"] or b"",
+            m["assignment"] or b"",
+        )
+        for m in value["members"] or ()
+    )
+    return StoredGroup(
+        value["protocolType"] or "",
+        value["generation"],
+        value["protocol"],
+        value["leader"],
+        value.get("currentStateTimestamp", -1),
+        members,
+    )
+
+
 PartitionOffsets = dict[tuple[str, int], OffsetAndMetadata]
 GroupOffsets = dict[str, PartitionOffsets]
 OffsetRows = list[tuple[bytes, bytes | None]]
 PendingOffsets = dict[int, GroupOffsets]  # by producer id: offsets of a transaction not ended
+StoredGroups = dict[
+    str, StoredGroup | None
+]  # the latest GroupMetadata of each group; None: deleted
+
+
+class LoadedOffsetsTopic(NamedTuple):
+    """What ``__consumer_offsets`` holds for the coordinator at start-up."""
+
+    committed: GroupOffsets
+    open_transactions: dict[tuple[int, int], GroupOffsets]  # by (producer id, partition)
+    groups: StoredGroups
 
 
 def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
@@ -101,23 +205,22 @@ def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
         position = max(position + 1, batches[-1].next_offset) if batches else position + 1
 
 
-def load_offsets(
-    logs: Mapping[int, Log],
-) -> tuple[GroupOffsets, dict[tuple[int, int], GroupOffsets]]:
-    """Every group's committed offsets from the ``__consumer_offsets`` partitions (by
-    partition number), by ``apply_batches``' rule. Records of other types (group metadata,
-    KIP-848 records a Kafka broker wrote) are skipped. Also returns the offsets of
-    transactions still open, by (producer id, partition)."""
+def load_offsets(logs: Mapping[int, Log]) -> LoadedOffsetsTopic:
+    """Every group's committed offsets and latest GroupMetadata from the ``__consumer_offsets``
+    partitions (by partition number), by ``apply_batches``' rule, and the offsets of
+    transactions still open. Records of other types (KIP-848 records a Kafka broker wrote) are
+    skipped."""
     out: GroupOffsets = {}
     open_offsets: dict[tuple[int, int], GroupOffsets] = {}
+    groups: StoredGroups = {}
     for partition, log in logs.items():
         pending: PendingOffsets = {}
         for position, batches in read_whole_log(log):
-            apply_batches(out, batches, position, pending)
+            apply_batches(out, batches, position, pending, groups)
         for producer_id, staged in pending.items():
             if staged:
                 open_offsets[(producer_id, partition)] = staged
-    return out, open_offsets
+    return LoadedOffsetsTopic(out, open_offsets, groups)
 
 
 def apply_batches(
@@ -125,12 +228,15 @@ def apply_batches(
     batches: Iterable[AnyBatch],
     start: int = 0,
     pending: PendingOffsets | None = None,
+    groups: StoredGroups | None = None,
 ) -> None:
     """Fold the records at or after ``start`` of ``__consumer_offsets`` batches into ``out``
     as Kafka's OffsetMetadataManager replays them: a plain commit replaces the offset, a
     tombstone deletes it (and the group's offsets for it in open transactions), a
-    transactional commit waits in ``pending`` for its producer's marker (``settle``)."""
+    transactional commit waits in ``pending`` for its producer's marker (``settle``). Each
+    GroupMetadata record replaces its group's entry in ``groups`` when that is given."""
     pending = {} if pending is None else pending
+    groups = {} if groups is None else groups
     for batch in batches:
         if batch.is_control:
             staged = pending.pop(batch.producer_id, {})
@@ -142,7 +248,7 @@ def apply_batches(
         producer_id = batch.producer_id if batch.is_transactional else None
         for record in batch:
             if record.key is not None and record.offset >= start:
-                replay(out, pending, record.key, record.value, record.offset, producer_id)
+                replay(out, pending, record.key, record.value, record.offset, producer_id, groups)
 
 
 def settle(committed: PartitionOffsets, staged: PartitionOffsets) -> None:
@@ -194,11 +300,17 @@ def replay(
     value: bytes | None,
     record_offset: int,
     producer_id: int | None,
+    groups: StoredGroups,
 ) -> None:
-    """One offset-commit record at ``record_offset``, of a transaction of ``producer_id`` or
-    of none (Kafka's OffsetMetadataManager.replay)."""
+    """One record at ``record_offset``, of a transaction of ``producer_id`` or of none: an
+    offset commit (Kafka's OffsetMetadataManager.replay) or a group's metadata
+    (GroupMetadataManager.replay)."""
     try:
         decoded = decode("offsets", key, value)
+        if decoded.record_type == _GROUP_METADATA_KEY and decoded.key is not None:
+            stored = None if decoded.value is None else _stored_group(decoded.value)
+            groups[decoded.key["group"]] = stored
+            return
     except KafkaLogError:
         return  # a record this version cannot read: Kafka's loader skips unknown types too
     if decoded.record_type not in (0, 1) or decoded.key is None:

@@ -27,7 +27,7 @@ from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.error_codes import error_code
-from kafkalog.server.group import wall_clock_ms
+from kafkalog.server.group_member import wall_clock_ms
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,

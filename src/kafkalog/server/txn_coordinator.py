@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
 from kafkalog.server.context import BrokerContext
-from kafkalog.server.group import wall_clock_ms
+from kafkalog.server.group_member import wall_clock_ms
 from kafkalog.server.offsets_topic import OFFSETS_TOPIC
 from kafkalog.server.txn_log import (
     COMPLETE_ABORT,
