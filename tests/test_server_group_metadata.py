@@ -142,6 +142,33 @@ def test_no_member_hears_an_assignment_before_it_is_stored() -> None:
     asyncio.run(scenario())
 
 
+def test_members_waiting_for_their_assignment_are_not_expired_while_it_is_stored() -> None:
+    """Kafka's ClassicGroupMember.hasSatisfiedHeartbeat: a member waiting in a sync counts as
+    heard from (clients send no heartbeats then), however long storing the assignment takes
+    (a slow fsync); each session starts again when its member gets the assignment."""
+
+    async def scenario() -> None:
+        clock = [0.0]
+        release = asyncio.Event()
+
+        async def store(value: StoredGroup) -> None:
+            await release.wait()
+
+        group = Group("g", lambda: clock[0], 0, store)
+        a, b = await _two_joined(group)
+        follower = group.sync(b, 2, None, {})
+        leader = group.sync(a, 2, None, {a: b"x", b: b"y"})
+        clock[0] += 60  # six session timeouts of 10 s
+        assert group.expire_sessions() == []
+        release.set()
+        assert (await leader).assignment == b"x" and (await follower).assignment == b"y"
+        assert group.expire_sessions() == []  # their sessions start now
+        clock[0] += 10.5
+        assert sorted(group.expire_sessions()) == sorted([a, b])  # silent members still go
+
+    asyncio.run(scenario())
+
+
 def test_a_join_while_the_assignment_is_stored_neither_enters_the_record_nor_gets_it() -> None:
     """The record is the group when the leader synced; a member joining before it is written
     starts a rebalance that the stored assignment does not end."""

@@ -328,8 +328,10 @@ class Group:
         for m in self.members.values():
             m.assignment = assigned.get(m.member_id, b"")
         self.state = GroupState.STABLE
+        now = self.now()
         for m in self.members.values():
             if m.sync_waiter is not None:
+                m.last_heartbeat = now  # its session runs from when it hears the assignment
                 self._finish_sync(m, self._sync_result(m))
 
     def _sync_result(self, member: Member) -> SyncResult:
@@ -392,12 +394,17 @@ class Group:
                 self._complete_join()
 
     def expire_sessions(self) -> list[str]:
-        """Remove members silent for their session timeout (not those waiting in a join)."""
+        """Remove members silent for their session timeout. A member waiting in a join or a
+        sync counts as heard from (Kafka's ClassicGroupMember.hasSatisfiedHeartbeat): clients
+        send no heartbeats then, and a sync may wait on the leader or on storing the
+        assignment."""
         now = self.now()
         expired = [
             m.member_id
             for m in self.members.values()
-            if m.join_waiter is None and now - m.last_heartbeat > m.join.session_timeout_ms / 1000
+            if m.join_waiter is None
+            and m.sync_waiter is None
+            and now - m.last_heartbeat > m.join.session_timeout_ms / 1000
         ]
         for member_id in expired:
             self._remove(member_id, ErrorCode.unknown_member_id)
