@@ -385,6 +385,40 @@ def test_reused_records_never_show_another_batch() -> None:
 
 
 @needs_compiled
+def test_reused_header_lists_never_show_another_record() -> None:
+    """A freed record's header list that nothing else holds goes back, emptied, for the next
+    decode: a list still held (taken from a decoded record, or given to a record made by the
+    caller) keeps its items, a reused one has only its new record's and stays out of the cycle
+    collector, and items whose release decodes another batch meanwhile change nothing."""
+    kept: list[Any] = []
+    for round_ in range(4):
+        tag = b"r%d" % round_
+        got = list(MemoryRecords(_batch_of(2500, tag)).records())
+        assert [r.headers for r in got] == [[("h", tag)]] * 2500
+        assert not any(gc.is_tracked(r.headers) for r in got)
+        kept.append(got[-1].headers)  # a list frees its items last first: onto the freelist
+        given = [("m", b"1"), ("m", b"2")]
+        mine = Record(b"v", None, given, 1)
+        wide = Record(b"v", None, [("w", b"%d" % i) for i in range(50)], 1)  # freed, not kept
+        del got, mine, wide
+    assert kept == [[("h", b"r%d" % i)] for i in range(4)]
+    assert given == [("m", b"1"), ("m", b"2")]
+
+    inner: list[list[Record]] = []
+
+    class DecodesWhenFreed:
+        def __del__(self) -> None:
+            inner.append(list(MemoryRecords(_batch_of(5, b"in")).records()))
+
+    made = Record(b"v", None, [DecodesWhenFreed(), ("x", b"y")], 1)
+    del made
+    assert [r.headers for r in inner[0]] == [[("h", b"in")]] * 5
+    after = list(MemoryRecords(_batch_of(3000, b"z")).records())
+    assert [r.headers for r in after] == [[("h", b"z")]] * 3000
+    assert [r.headers for r in inner[0]] == [[("h", b"in")]] * 5
+
+
+@needs_compiled
 def test_records_outliving_their_codec_instance_are_freed_safely() -> None:
     """A second instance of the extension (as a subinterpreter would load) decodes records that
     are freed after the instance itself is gone: its freelist is emptied when the module is,

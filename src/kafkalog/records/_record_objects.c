@@ -10,8 +10,10 @@
  * so the caller runs the reference, which then writes the same bytes or raises its own error.
  * Freed records of the exact type wait on a bounded freelist for the next decode, as aiokafka's
  * Cython records and CPython's tuples do: a decode of 1,000 records otherwise paid a thousand
- * allocations and frees and ran the young-generation collector about twice. The encode loop is
- * in _record_encode.c.
+ * allocations and frees and ran the young-generation collector about twice. So do their header
+ * lists that nothing else holds (emptied, each keeping its item array): a list, its item array
+ * and its collector link were a third of what a header cost. The encode loop is in
+ * _record_encode.c.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -62,13 +64,40 @@ static int Record_clear(PyObject *self) {
     return 0;
 }
 
+/* Empty ``list``, the headers of a record being freed, onto the freelist when nothing else holds
+ * it, or release it. Its items go first: whatever their release runs cannot reach the list,
+ * which no one else refers to and the collector does not see. */
+static void keep_header_list(RecordFreelist *freelist, PyObject *list) {
+    if (!freelist || freelist->list_count >= HEADER_LIST_FREELIST_MAX || !PyList_CheckExact(list) ||
+        Py_REFCNT(list) != 1) {
+        Py_DECREF(list);
+        return;
+    }
+    PyListObject *l = (PyListObject *)list;
+    if (l->allocated < 1 || l->allocated > HEADER_LIST_KEEP_ALLOCATED) {
+        Py_DECREF(list);
+        return;
+    }
+    PyObject_GC_UnTrack(list); /* a list a caller made is tracked; ours never were */
+    Py_ssize_t n = Py_SIZE(l);
+    Py_SET_SIZE(l, 0);
+    for (Py_ssize_t i = 0; i < n; i++) Py_CLEAR(l->ob_item[i]);
+    if (freelist->list_count < HEADER_LIST_FREELIST_MAX) /* again: a release may have decoded */
+        freelist->lists[freelist->list_count++] = list;
+    else
+        Py_DECREF(list);
+}
+
 static void Record_dealloc(PyObject *self) {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    Record_clear(self);
     /* a subclass's instances (another size, other deallocs) are freed as usual */
     RecordFreelist *freelist =
         type->tp_dealloc == Record_dealloc ? codec_record_freelist(PyType_GetModule(type)) : NULL;
+    PyObject *headers = R(self)->headers;
+    R(self)->headers = NULL;
+    Record_clear(self);
+    if (headers) keep_header_list(freelist, headers);
     if (freelist && freelist->count < RECORD_FREELIST_MAX)
         freelist->items[freelist->count++] = self;
     else
@@ -78,6 +107,7 @@ static void Record_dealloc(PyObject *self) {
 
 void record_freelist_clear(RecordFreelist *freelist) {
     while (freelist->count > 0) PyObject_GC_Del(freelist->items[--freelist->count]);
+    while (freelist->list_count > 0) Py_DECREF(freelist->lists[--freelist->list_count]);
 }
 
 static PyMemberDef Record_members[] = {
@@ -156,12 +186,28 @@ static PyObject *header_key(const uint8_t *d, Py_ssize_t pos, int32_t n, int32_t
     return key;
 }
 
+/* An untracked list of ``n`` NULL items (held by an untracked record: see make_record), from
+ * the freelist when its top one has room. */
+static PyObject *new_header_list(RecordFreelist *freelist, Py_ssize_t n) {
+    if (freelist && freelist->list_count > 0) {
+        PyListObject *l = (PyListObject *)freelist->lists[freelist->list_count - 1];
+        if (l->allocated >= n) {
+            freelist->list_count--;
+            memset(l->ob_item, 0, (size_t)n * sizeof(PyObject *));
+            Py_SET_SIZE(l, n);
+            return (PyObject *)l;
+        }
+    }
+    PyObject *list = PyList_New(n);
+    if (list) PyObject_GC_UnTrack(list);
+    return list;
+}
+
 /* The headers parse_record checked, as the reference's list of (str, bytes | None). */
-static PyObject *header_list(const uint8_t *d, const RecordSpan *r, Shared *shared,
-                             Damage *damage) {
-    PyObject *list = PyList_New(r->header_count);
+static PyObject *header_list(RecordFreelist *freelist, const uint8_t *d, const RecordSpan *r,
+                             Shared *shared, Damage *damage) {
+    PyObject *list = new_header_list(freelist, r->header_count);
     if (!list) return NULL;
-    PyObject_GC_UnTrack(list); /* held by an untracked record: see make_record */
     Py_ssize_t pos = r->headers_pos;
     for (int32_t h = 0; h < r->header_count; h++) {
         int32_t n;
@@ -208,7 +254,8 @@ static PyObject *make_record(PyTypeObject *type, RecordFreelist *freelist, const
     PyObject *headers = NULL, *ts = NULL, *offset = NULL, *rec = NULL;
     int64_t want;
     if (!value) goto fail;
-    headers = r->header_count ? header_list(d, r, shared, damage) : Py_NewRef(no_headers);
+    headers =
+        r->header_count ? header_list(freelist, d, r, shared, damage) : Py_NewRef(no_headers);
     if (!headers) goto fail;
     if (log_append_time != Py_None) {
         ts = Py_NewRef(log_append_time);

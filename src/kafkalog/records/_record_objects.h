@@ -17,9 +17,15 @@ typedef struct {
  * classes keep theirs: a reused record costs neither an allocation nor a tick of the cycle
  * collector's young-generation count. Per module instance (its own Record type). */
 enum { RECORD_FREELIST_MAX = 2048 };
+/* Likewise the header lists of freed records that nothing else held: emptied, untracked, each
+ * keeping its item array, so a decoded record's headers cost no list, item array or cycle-
+ * collector link of their own. */
+enum { HEADER_LIST_FREELIST_MAX = 2048, HEADER_LIST_KEEP_ALLOCATED = 8 };
 typedef struct {
     int count;
     PyObject *items[RECORD_FREELIST_MAX]; /* raw memory of untracked records, type released */
+    int list_count;
+    PyObject *lists[HEADER_LIST_FREELIST_MAX]; /* live empty lists, one reference each */
 } RecordFreelist;
 
 void record_freelist_clear(RecordFreelist *freelist);
