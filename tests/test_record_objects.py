@@ -419,6 +419,42 @@ def test_reused_header_lists_never_show_another_record() -> None:
 
 
 @needs_compiled
+def test_two_threads_decoding_and_freeing_share_the_freelists_safely() -> None:
+    """Two threads decode, keep some records' header lists, and free the rest at once; an
+    item's release (run between them by the interpreter) may switch threads while a list is
+    being emptied for the freelist. Every record keeps its own batch's headers."""
+    import threading
+
+    batches = {tag: _batch_of(600, tag) for tag in (b"t0", b"t1")}
+    kept: dict[bytes, list[Any]] = {tag: [] for tag in batches}
+    errors: list[BaseException] = []
+
+    def work(tag: bytes) -> None:
+        try:
+            for i in range(150):
+                got = list(MemoryRecords(batches[tag]).records())
+                if [r.headers for r in got] != [[("h", tag)]] * 600:
+                    raise AssertionError(f"{tag!r} round {i}: another batch's headers")
+                kept[tag].append(got[-1 - i % 7].headers)
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch as often as the interpreter will
+    try:
+        threads = [threading.Thread(target=work, args=(tag,)) for tag in batches]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    for tag, lists in kept.items():
+        assert lists == [[("h", tag)]] * 150
+
+
+@needs_compiled
 def test_records_outliving_their_codec_instance_are_freed_safely() -> None:
     """A second instance of the extension (as a subinterpreter would load) decodes records that
     are freed after the instance itself is gone: its freelist is emptied when the module is,

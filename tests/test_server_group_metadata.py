@@ -85,6 +85,21 @@ def _string(text: str | None) -> bytes:
     return struct.pack(">h", len(text)) + text.encode()
 
 
+def test_a_damaged_group_metadata_record_is_skipped_and_the_rest_loads() -> None:
+    """A GroupMetadata value cut short, of an unknown version, or under a key cut short is
+    passed over on load (as Kafka's loader skips what it cannot read), leaving the group as
+    the records before it left it; nothing but the skip happens."""
+    key, value = group_metadata_key("g"), group_metadata_value(TWO_MEMBERS)
+    groups = _loaded(key, value)
+    for bad_key, bad_value in (
+        (key, value[: len(value) // 2]),
+        (key, struct.pack(">h", 99) + value[2:]),
+        (key[:-1], value),
+        (key, b""),
+    ):
+        assert _loaded(bad_key, bad_value, groups) == {"g": TWO_MEMBERS}
+
+
 def test_a_version_0_record_of_an_old_broker_loads_with_kafkas_defaults() -> None:
     """Version 0 has no rebalance timeout (the session timeout stands in, as Kafka's replay
     does), no instance id and no state timestamp."""
