@@ -120,3 +120,28 @@ def test_dump_log_matches_golden_output(
     if REGEN:
         expected.write_text(got)
     assert got == expected.read_text()
+
+
+# Bytes as Java 17's new String(bytes, UTF_8) prints them (code points), which DumpLogSegments
+# uses for keys and payloads: a surrogate's three-byte form is one U+FFFD, not one per byte.
+JAVA_UTF8 = [
+    ("eda0a0", [0xFFFD]),
+    ("edbf9f", [0xFFFD]),
+    ("c1eda0", [0xFFFD, 0xFFFD]),
+    ("80eda041ee90", [0xFFFD, 0xFFFD, 0x41, 0xFFFD]),
+    ("edbf6d01f4", [0xFFFD, 0x6D, 0x01, 0xFFFD]),
+    ("eda0f1f341", [0xFFFD, 0xFFFD, 0xFFFD, 0x41]),
+    ("f09080", [0xFFFD]),
+    ("e0804141", [0xFFFD, 0xFFFD, 0x41, 0x41]),
+    ("ed9fbf", [0xD7FF]),
+    ("c3a9f09f9880", [0xE9, 0x1F600]),
+]
+
+
+@pytest.mark.parametrize(("hex_bytes", "code_points"), JAVA_UTF8)
+def test_keys_and_payloads_print_malformed_utf8_as_java_does(
+    hex_bytes: str, code_points: list[int]
+) -> None:
+    from kafkalog.cli.dump_decoders import java_utf8
+
+    assert [ord(c) for c in java_utf8(bytes.fromhex(hex_bytes))] == code_points

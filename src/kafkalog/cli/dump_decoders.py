@@ -9,6 +9,7 @@ DefaultDecoder, whose output is a Java array's identity (``[B@1b6d3586``), not i
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 
 from kafkalog.errors import InvalidArgumentError
@@ -20,8 +21,31 @@ _PACKAGES = (API_PACKAGE, "kafka.serializer.")
 Decoder = Callable[[bytes, int, str], str]  # (bytes, offset, what) -> the printed text
 
 
+def _java_replace(err: UnicodeError) -> tuple[str, int]:
+    """Replace malformed UTF-8 as Java's decoder does (``new String(bytes, UTF_8)``): as
+    Python's "replace" but for a UTF-16 surrogate's three-byte form (ED A0-BF ..), which Java
+    replaces whole, with one U+FFFD for the lead, the second byte and a third that continues
+    it, where Python gives one per byte. Found by comparing random byte strings with Java 17;
+    everywhere else the two agree."""
+    if not isinstance(err, UnicodeDecodeError):
+        raise err
+    data, at = err.object, err.start
+    if data[at] == 0xED and at + 1 < len(data) and 0xA0 <= data[at + 1] <= 0xBF:
+        end = at + 3 if at + 2 < len(data) and 0x80 <= data[at + 2] <= 0xBF else at + 2
+        return "\ufffd", end
+    return "\ufffd", err.end
+
+
+codecs.register_error("kafkalog.java-replace", _java_replace)
+
+
+def java_utf8(data: bytes) -> str:
+    """``data`` as Kafka's tools print it: Java's UTF-8 decoding, malformed bytes replaced."""
+    return data.decode("utf-8", errors="kafkalog.java-replace")
+
+
 def _string(data: bytes, offset: int, what: str) -> str:
-    return data.decode("utf-8", errors="replace")  # new String(bytes, UTF_8)
+    return java_utf8(data)
 
 
 def _number(size: int, name: str) -> Decoder:

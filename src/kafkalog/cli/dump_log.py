@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalog.cli.dump_decoders import API_PACKAGE, STRING_DECODER, key_and_payload
+from kafkalog.cli.dump_decoders import API_PACKAGE, STRING_DECODER, java_utf8, key_and_payload
 from kafkalog.cli.kraft_records import kraft_control_text
 from kafkalog.cli.metadata_decoder import metadata_json
 from kafkalog.cli.segment_walk import SegmentWalk
@@ -202,7 +202,7 @@ def batch_line(batch: AnyBatch, position: int) -> str:
 
 
 def _text(data: bytes | None) -> str:
-    return "" if data is None else data.decode("utf-8", errors="replace")
+    return "" if data is None else java_utf8(data)
 
 
 def record_line(batch: AnyBatch, record: Record, options: DumpOptions) -> str:
