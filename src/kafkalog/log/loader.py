@@ -265,7 +265,10 @@ class _Loader:
             for seg in segments.values(from_offset=recovery_point):
                 try:
                     truncated = self.recover_segment(seg)
-                except (InvalidOffsetError, OSError) as err:
+                except InvalidOffsetError as err:
+                    # damage found in the data (Kafka's LogLoader.recoverLog): the only reason
+                    # recovery may drop records. A disk that fails to take a rebuilt index or a
+                    # snapshot is not damage: that error ends the open, every record kept.
                     self.result.note(f"emptying {seg.log.path} after a failed recovery: {err}")
                     truncated = seg.truncate_to(seg.base_offset)
                 if truncated:
@@ -311,6 +314,21 @@ def load(
     state = ProducerStateManager(directory, producer_state_config)
     result = LoadResult(LogSegments(), state, log_start_offset, recovery_point, log_start_offset)
     loader = _Loader(directory, config, clock, epochs, rng, result, log_start_offset)
+    try:
+        return _run_phases(loader, had_clean_shutdown, recovery_point, log_start_offset)
+    except BaseException:
+        for seg in list(result.segments):  # a failed open holds no descriptor
+            seg.close_handlers()
+        if loader.last_recovered is not None:
+            loader.last_recovered.close_handlers()
+        raise
+
+
+def _run_phases(
+    loader: _Loader, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int
+) -> LoadResult:
+    result, config, clock, epochs = loader.result, loader.config, loader.clock, loader.epochs
+    state = result.producer_state
     swaps = loader.remove_temp_files()
     loader.complete_swaps(swaps)
     loader.load_segments()

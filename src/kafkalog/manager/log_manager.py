@@ -24,6 +24,7 @@ from kafkalog.errors import (
     InvalidArgumentError,
     InvalidConfigError,
     KafkaLogError,
+    KafkaStorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -111,6 +112,9 @@ class LogManager:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
         self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
+        # directories the disk failed while loading, and their partitions
+        self._offline: dict[Path, tuple[LogDirectory, str]] = {}
+        self._offline_partitions: dict[TopicPartition, Path] = {}
         self._closed = False
         try:
             self._load_logs()
@@ -150,7 +154,7 @@ class LogManager:
         for log, _ in self._logs.values():
             log.close_without_flush()
         self._logs = {}
-        for d in self._dirs:
+        for d in [*self._dirs, *(d for d, _ in self._offline.values())]:
             d.release()
         self._closed = True
 
@@ -177,7 +181,7 @@ class LogManager:
             self.default_config, *stored.broker_layers
         )
         self._finish_topic_intents()
-        for d in self._dirs:
+        for d in list(self._dirs):  # a directory that fails is taken out of the list
             clean = d.take_clean_shutdown()
             recovery, starts = d.read_checkpoints()
             live, deleted = d.partitions()
@@ -198,13 +202,44 @@ class LogManager:
                     )
                     for tp, path in jobs
                 ]
-                opened = [f.result() for f in futures]
+            failures = [e for e in (f.exception() for f in futures) if e is not None]
+            if failures:
+                for f in futures:
+                    if f.exception() is None:
+                        f.result().close_without_flush()
+                storage = [e for e in failures if isinstance(e, KafkaStorageError)]
+                if len(storage) < len(failures):
+                    raise next(e for e in failures if not isinstance(e, KafkaStorageError))
+                self._take_offline(d, [tp for tp, _ in live], storage[0])
+                continue
+            opened = [f.result() for f in futures]
             for (tp, _), log in zip(jobs, opened, strict=True):
                 if tp in self._logs:
                     other = self._logs[tp][1].path
                     raise KafkaLogError(f"partition {tp} is in both {other} and {d.path}")
                 self._logs = {**self._logs, tp: (log, d)}
+        if not self._dirs:
+            reasons = "; ".join(f"{p}: {why}" for p, (_, why) in self._offline.items())
+            raise KafkaStorageError(f"every log directory is offline ({reasons})")
         logger.info("loaded %d logs from %d log dirs", len(self._logs), len(self._dirs))
+
+    def _take_offline(
+        self, d: LogDirectory, partitions: list[TopicPartition], err: KafkaStorageError
+    ) -> None:
+        """A directory the disk failed while loading (Kafka's LogDirFailureChannel): none of
+        its logs is served or written, its files stay as they are for the operator, and it
+        stays locked. The other directories go on."""
+        self._dirs.remove(d)
+        self._offline[d.path] = (d, str(err))
+        for tp in partitions:
+            self._offline_partitions[tp] = d.path
+        logger.error(
+            "log directory %s is offline: %s; its %d partitions answer KAFKA_STORAGE_ERROR "
+            "until the disk is repaired and the directory opened again",
+            d.path,
+            err,
+            len(partitions),
+        )
 
     def _open_log(
         self, path: Path, tp: TopicPartition, recovery: int, start: int, clean: bool
@@ -258,7 +293,10 @@ class LogManager:
         persisted, then applied to the open logs at once. Returns the new overrides."""
         with self._lock:
             self._check_open()
-            if not any(tp.topic == topic for tp in [*self._logs, *self._unopened]):
+            if not any(
+                tp.topic == topic
+                for tp in [*self._logs, *self._unopened, *self._offline_partitions]
+            ):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             current = self._topic_configs.get(topic, {})
             new = altered(current, as_ops(updates), self.default_config, replace=replace)
@@ -309,7 +347,10 @@ class LogManager:
         LogConfig.from_properties(overrides, defaults=self.default_config)  # fail before writing
         with self._lock:
             self._check_open()
-            if any(tp.topic == topic for tp in [*self._logs, *self._unopened]):
+            if any(
+                tp.topic == topic
+                for tp in [*self._logs, *self._unopened, *self._offline_partitions]
+            ):
                 raise TopicExistsError(f"topic {topic!r} already exists")
             self._check_can_create(topic, partitions)
             dirs = [d.path for d in self._dirs]
@@ -334,6 +375,7 @@ class LogManager:
         with self._lock:
             self._check_open()
             self._check_whole(f"add partitions to topic {topic!r}")
+            self._check_online(topic)
             current = sum(1 for tp in self._logs if tp.topic == topic)
             if current == 0:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -392,6 +434,12 @@ class LogManager:
         check_int("partition", partition, 0, INT32_MAX)
         entry = self._logs.get(TopicPartition(topic, partition))
         if entry is None:
+            offline = self._offline_partitions.get(TopicPartition(topic, partition))
+            if offline is not None:
+                raise KafkaStorageError(
+                    f"{topic}-{partition} is in log directory {offline}, which is offline: "
+                    f"{self._offline[offline][1]}"
+                )
             if self._only is not None and TopicPartition(topic, partition) not in self._only:
                 raise UnknownTopicOrPartitionError(
                     f"{topic}-{partition} was not opened: this log manager opened "
@@ -412,14 +460,29 @@ class LogManager:
     def topics(self) -> dict[str, int]:
         """Topic name -> number of partitions."""
         out: dict[str, int] = {}
-        for tp in self.logs():
+        for tp in [*self.logs(), *self._offline_partitions]:
             out[tp.topic] = out.get(tp.topic, 0) + 1
         return out
+
+    @property
+    def offline_log_dirs(self) -> dict[Path, str]:
+        """The log directories taken offline at load, each with the error that did it."""
+        return {path: why for path, (_, why) in self._offline.items()}
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log directory is offline."""
+        return TopicPartition(topic, partition) in self._offline_partitions
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's ID from its first partition's ``partition.metadata``; None for a topic
         written before kafkalog kept topic IDs."""
-        meta = read_partition_metadata(self.get_log(topic, 0).directory)
+        offline = self._offline_partitions.get(TopicPartition(topic, 0))
+        directory = (
+            self.get_log(topic, 0).directory
+            if offline is None
+            else offline / fn.partition_dir_name(TopicPartition(topic, 0))
+        )
+        meta = read_partition_metadata(directory)
         return None if meta is None else meta.topic_id
 
     @property
@@ -436,6 +499,7 @@ class LogManager:
         with self._lock:
             self._check_open()
             self._check_whole(f"delete topic {topic!r}")
+            self._check_online(topic)
             doomed = [tp for tp in self._logs if tp.topic == topic]
             if not doomed:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -556,6 +620,11 @@ class LogManager:
                     f"manager was asked to open some partitions only, and not {topic}-{p}"
                 )
 
+    def _check_online(self, topic: str) -> None:
+        for tp in self._offline_partitions:
+            if tp.topic == topic:
+                self.get_log(tp.topic, tp.partition)  # KafkaStorageError, naming the directory
+
     def _check_whole(self, action: str) -> None:
         if self._only is not None:
             raise KafkaLogError(f"cannot {action}: this log manager opened some partitions only")
@@ -580,12 +649,14 @@ class LogManager:
             close_logs(
                 [log for log, _ in self._logs.values()],
                 self._dirs,
-                threads=self.config.num_recovery_threads_per_data_dir * len(self._dirs),
+                threads=self.config.num_recovery_threads_per_data_dir * max(1, len(self._dirs)),
                 write_checkpoints=self.run_checkpoints,
                 partial=self._only is not None,
             )
         finally:
             self._closed = True
+            for d, _ in self._offline.values():  # no marker: the next open recovers them
+                d.release()
 
     def __enter__(self) -> LogManager:
         return self

@@ -74,7 +74,18 @@ def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
                 is_future_key=False,
             )
         )
-    results = []
+    results = [
+        make(  # as Kafka's ReplicaManager.describeLogDirs answers for an offline directory
+            mod,
+            "DescribeLogDirsResult",
+            error_code=ErrorCode.kafka_storage_error,
+            log_dir=str(directory),
+            topics=(),
+            total_bytes=-1,
+            usable_bytes=-1,
+        )
+        for directory in ctx.manager.offline_log_dirs
+    ]
     for directory, topics in by_dir.items():
         try:
             usage = shutil.disk_usage(directory)

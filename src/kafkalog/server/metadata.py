@@ -17,7 +17,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.errors import KafkaLogError, TopicExistsError, UnknownTopicOrPartitionError
+from kafkalog.errors import (
+    KafkaLogError,
+    KafkaStorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from kafkalog.log.config import LogConfig
 from kafkalog.server.context import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -47,12 +52,40 @@ def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
     offset's) take metadata with an older one for stale and wait for a newer."""
     try:
         return ctx.manager.get_log(topic, partition).leader_epoch_cache.leader_epoch()
-    except UnknownTopicOrPartitionError:
+    except (UnknownTopicOrPartitionError, KafkaStorageError):
         return 0
 
 
-def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:
+def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
     node = ctx.settings.node_id
+    if ctx.manager.is_offline(topic, p):
+        # its log directory failed: no leader, this broker's replica offline (Kafka's
+        # KRaftMetadataCache for a partition whose only replica's directory is lost)
+        return make(
+            mod,
+            "MetadataResponsePartition",
+            error_code=ErrorCode.leader_not_available,
+            partition_index=p,
+            leader_id=-1,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(),
+            offline_replicas=(node,),
+        )
+    return make(
+        mod,
+        "MetadataResponsePartition",
+        error_code=ErrorCode.none,
+        partition_index=p,
+        leader_id=node,
+        leader_epoch=leader_epoch(ctx, topic, p),
+        replica_nodes=(node,),
+        isr_nodes=(node,),
+        offline_replicas=(),
+    )
+
+
+def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:
     return make(
         mod,
         "MetadataResponseTopic",
@@ -60,20 +93,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> A
         name=topic,
         topic_id=topic_uuid(ctx, topic),
         is_internal=topic in INTERNAL_TOPICS,
-        partitions=tuple(
-            make(
-                mod,
-                "MetadataResponsePartition",
-                error_code=ErrorCode.none,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=leader_epoch(ctx, topic, p),
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                offline_replicas=(),
-            )
-            for p in range(partitions)
-        ),
+        partitions=tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions)),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 

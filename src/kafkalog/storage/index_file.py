@@ -197,12 +197,15 @@ class IndexFile:
         fd = self._check_open()
         size = self.entry.size
         start = self._persisted * size
-        view = memoryview(self._buf)[start : self.entries * size]
-        at = start
-        while view:
-            n = storage_call(os.pwrite, fd, view, at, what=f"writing index {self.path}")
-            at += n
-            view = view[n:]
+        # a copy, not a view: a view of the entries held by a failed write's traceback would
+        # make every later change of them raise BufferError ("Existing exports of data")
+        pending = bytes(self._buf[start : self.entries * size])
+        at, done = start, 0
+        while done < len(pending):
+            n = storage_call(
+                os.pwrite, fd, pending[done:], at + done, what=f"writing index {self.path}"
+            )
+            done += n
         self._persisted = self.entries
 
     def resize(self, new_size: int) -> bool:
