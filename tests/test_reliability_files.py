@@ -262,10 +262,10 @@ import os, sys
 from kafkalog import LogManager
 from kafkalog.manager import log_manager
 original = log_manager.LogManager._create_log
-def crash(self, tp):
+def crash(self, tp, *rest):
     if tp.partition == 1:
         os._exit(9)
-    return original(self, tp)
+    return original(self, tp, *rest)
 log_manager.LogManager._create_log = crash
 LogManager(sys.argv[1]).create_topic("t", 2)
 """
@@ -570,10 +570,10 @@ import os, sys
 from kafkalog import LogManager
 from kafkalog.manager import log_manager
 original = log_manager.LogManager._create_log
-def crash(self, tp):
+def crash(self, tp, *rest):
     if tp.partition == 3:
         os._exit(9)
-    return original(self, tp)
+    return original(self, tp, *rest)
 log_manager.LogManager._create_log = crash
 LogManager(sys.argv[1]).create_partitions("t", 4)
 """

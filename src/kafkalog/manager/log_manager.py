@@ -359,12 +359,14 @@ class LogManager:
             try:
                 self._topic_configs[topic] = overrides
                 self._write_topic_configs()
+                pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
                 for p in range(partitions):
-                    created.append(self._create_log(TopicPartition(topic, p)))
+                    created.append(self._create_log(TopicPartition(topic, p), pending))
                     write_partition_metadata(created[-1].directory, topic_id)
             except BaseException:
                 self._undo_create(intents_.TopicIntent(intents_.CREATE, topic), created)
                 raise
+            self._logs = {**self._logs, **pending}
             intents_.clear(dirs)
             return created
 
@@ -389,14 +391,16 @@ class LogManager:
             intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, topic, current)
             intents_.record(dirs, intent)
             created: list[Log] = []
+            pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
             try:
                 for p in range(current, total):
-                    created.append(self._create_log(TopicPartition(topic, p)))
+                    created.append(self._create_log(TopicPartition(topic, p), pending))
                     if topic_id is not None:
                         write_partition_metadata(created[-1].directory, topic_id)
             except BaseException:
                 self._undo_create(intent, created)
                 raise
+            self._logs = {**self._logs, **pending}
             intents_.clear(dirs)
             return created
 
@@ -419,13 +423,19 @@ class LogManager:
                 "could not undo the %s of %r; the next start will", intent.op, intent.topic
             )
 
-    def _create_log(self, tp: TopicPartition) -> Log:
+    def _create_log(
+        self, tp: TopicPartition, pending: dict[TopicPartition, tuple[Log, LogDirectory]]
+    ) -> Log:
+        """Open a new partition in the directory holding the fewest; it joins ``pending``,
+        which the caller publishes whole, so no reader sees part of a new topic."""
         counts = {id(d): 0 for d in self._dirs}
-        for d in [d for _, d in self._logs.values()] + list(self._unopened.values()):
-            counts[id(d)] += 1
+        placed = [d for _, d in [*self._logs.values(), *pending.values()]]
+        for d in [*placed, *self._unopened.values()]:
+            if id(d) in counts:
+                counts[id(d)] += 1
         target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
         log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
-        self._logs = {**self._logs, tp: (log, target)}
+        pending[tp] = (log, target)
         return log
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:

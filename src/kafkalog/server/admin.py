@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kafkalog.errors import KafkaLogError
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.internal_topics import check_delete_records_allowed
 from kafkalog.server.wire import Request, make, payload_module
 
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 21, 23, 35, 60
@@ -125,6 +126,7 @@ def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
         for p in topic.partitions:
             code, low = ErrorCode.none, -1
             try:
+                check_delete_records_allowed(topic.name)
                 log = ctx.manager.get_log(topic.name, p.partition_index)
                 target = log.high_watermark if p.offset == -1 else p.offset
                 if target < 0:

@@ -28,6 +28,7 @@ from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.group import Group
 from kafkalog.server.group_member import JoinRequest, wall_clock_ms
 from kafkalog.server.group_metadata import restore
+from kafkalog.server.internal_topics import ensure_internal_topic
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     GroupOffsets,
@@ -38,6 +39,7 @@ from kafkalog.server.offsets_topic import (
     load_offsets,
     settle,
 )
+from kafkalog.server.txn_log import TRANSACTION_TOPIC
 from kafkalog.server.wire import Request, make, payload_module
 
 logger = logging.getLogger("kafkalog.server")
@@ -187,6 +189,20 @@ class GroupCoordinator:
         key_type = getattr(body, "key_type", 0)
         code = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
         message = None if code is ErrorCode.none else f"unknown coordinator key type {key_type}"
+        if code is ErrorCode.none:
+            # the coordinator's topic is created at the first lookup, and the client asks
+            # again meanwhile (Kafka's KafkaApis.getCoordinator)
+            topic = OFFSETS_TOPIC if key_type == 0 else TRANSACTION_TOPIC
+            if topic not in self.ctx.manager.topics():
+                try:
+                    await self.run(ensure_internal_topic, self.ctx, topic)
+                except KafkaLogError:
+                    logger.exception("could not create the internal topic %s", topic)
+                code = ErrorCode.coordinator_not_available
+        if code is not ErrorCode.none:  # Kafka's Node.noNode
+            node, host, port = -1, "", -1
+        else:
+            host, port = where.host, where.port
         if version >= 4:
             return make(
                 mod,
@@ -198,8 +214,8 @@ class GroupCoordinator:
                         "Coordinator",
                         key=k,
                         node_id=node,
-                        host=where.host,
-                        port=where.port,
+                        host=host,
+                        port=port,
                         error_code=code,
                         error_message=message,
                     )
@@ -213,8 +229,8 @@ class GroupCoordinator:
             error_code=code,
             error_message=message,
             node_id=node,
-            host=where.host,
-            port=where.port,
+            host=host,
+            port=port,
         )
 
     async def join_group(self, request: Request) -> Any:

@@ -31,14 +31,17 @@ from kafkalog.server.context import (
     BrokerContext,
 )
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.internal_topics import (
+    ensure_internal_topic,
+    is_internal,
+    owned_by_a_coordinator,
+)
 from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topic_name
 
 logger = logging.getLogger("kafkalog.server")
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
-# Kafka's Topic.INTERNAL_TOPICS: a Kafka 4 broker's directory may hold share-group state too
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
@@ -92,7 +95,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> A
         error_code=ErrorCode.none,
         name=topic,
         topic_id=topic_uuid(ctx, topic),
-        is_internal=topic in INTERNAL_TOPICS,
+        is_internal=is_internal(topic),
         partitions=tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions)),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
@@ -163,6 +166,15 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
 
 
 def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
+    if is_internal(topic):  # only with its coordinator's partitions and configs, as Kafka
+        if not owned_by_a_coordinator(topic):
+            return ErrorCode.unknown_topic_or_partition
+        try:
+            if ensure_internal_topic(ctx, topic):
+                logger.info("auto-created internal topic %r", topic)
+        except KafkaLogError as err:
+            return error_code(err)
+        return ErrorCode.none
     try:
         validate_new_topic_name(topic)
         ctx.manager.create_topic(topic, ctx.settings.num_partitions)

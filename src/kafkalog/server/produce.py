@@ -27,6 +27,7 @@ from kafkalog.records import MemoryRecords
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
+from kafkalog.server.internal_topics import check_produce_allowed
 from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import CompressionType
 
@@ -120,6 +121,7 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                 partitions.append(_partition(mod, part.index, ErrorCode.invalid_required_acks))
                 continue
             try:
+                check_produce_allowed(topic.name, request.client_id)
                 log = ctx.manager.get_log(topic.name, part.index)
                 if part.records is None:
                     raise KafkaLogError("the partition's records are null")

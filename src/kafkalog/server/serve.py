@@ -27,15 +27,34 @@ from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import Transport
+from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.meta_properties import read_meta_properties
 from kafkalog.storage.partition_metadata import random_topic_id
 
 logger = logging.getLogger("kafkalog.server")
 
 
+CLUSTER_ID_FILE = "kafkalog-cluster-id"
+
+
 def _cluster_id(log_dirs: list[Path]) -> str:
-    """The ``cluster.id`` of a Kafka ``meta.properties`` in the log dirs, else a fresh one."""
-    return read_meta_properties(log_dirs).get("cluster.id") or random_topic_id()
+    """The ``cluster.id`` of a Kafka ``meta.properties`` in the log dirs; else the one kafkalog
+    chose at the first start, kept in ``kafkalog-cluster-id`` beside the data (a file a Kafka
+    broker ignores: ``meta.properties`` is written by ``kafka-storage format``). Clients take a
+    cluster id that changes for a different cluster."""
+    found = read_meta_properties(log_dirs).get("cluster.id")
+    if found:
+        return found
+    for d in log_dirs:
+        try:
+            kept = (d / CLUSTER_ID_FILE).read_text("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if kept:
+            return kept
+    chosen = random_topic_id()
+    write_atomically(log_dirs[0] / CLUSTER_ID_FILE, chosen.encode("ascii"))
+    return chosen
 
 
 class KafkaServer:
