@@ -39,7 +39,7 @@ from kafkalog.manager.config_sources import (
     topic_config_synonyms,
 )
 from kafkalog.manager.log_manager import LogManager
-from kafkalog.types import IsolationLevel
+from kafkalog.manager.reader import LogDirsReader
 
 # ListOffsets' special timestamps, by GetOffsetShell's names
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
@@ -110,11 +110,17 @@ def configs(
     if action == "alter" and not (add_config or delete_config):
         raise click.UsageError("--alter needs --add-config or --delete-config")
     dirs = existing_dirs(log_dirs)
-    with LogManager(dirs) as manager:
+    if action == "describe":  # read-only: no lock, so beside a writer too, and no byte written
+        reader = LogDirsReader(dirs)
         if entity_type == "brokers":
-            _describe_broker(manager, None if entity_default else entity_name, node_id(dirs),
-                             show_all)  # fmt: skip
+            broker = None if entity_default else entity_name
+            _describe_broker(reader.dynamic_broker_configs, broker, node_id(dirs), show_all)
             return
+        assert entity_name is not None
+        reader.view(entity_name, 0)  # UnknownTopicOrPartition for a missing topic
+        _describe_topic(reader, entity_name, show_all)
+        return
+    with LogManager(dirs) as manager:
         assert entity_name is not None
         manager.get_log(entity_name, 0)  # UnknownTopicOrPartition for a missing topic
         if action == "alter":
@@ -129,21 +135,25 @@ def configs(
             ]
             manager.alter_topic_config(entity_name, ops)
             click.echo(f"Completed updating config for topic {entity_name}.")
-            return
-        overrides = manager.topic_overrides(entity_name)
-        values = {**manager.topic_config(entity_name).to_properties(), **overrides}
-        keys = sorted(
-            k
-            for k in TOPIC_CONFIG.keys
-            if not k.startswith("internal.") and (k not in REMOVED_IN_KAFKA_4 or k in overrides)
-        )
-        click.echo(f"{'All' if show_all else 'Dynamic'} configs for topic {entity_name} are:")
-        for k in keys if show_all else sorted(overrides):
-            layers = topic_config_synonyms(k, overrides, manager.dynamic_broker_configs, {})
-            _print_entry(k, values[k], layers)
 
 
-def _describe_broker(manager: LogManager, broker: str | None, node: int, show_all: bool) -> None:
+def _describe_topic(reader: LogDirsReader, topic: str, show_all: bool) -> None:
+    overrides = reader.topic_overrides(topic)
+    values = {**reader.topic_config(topic).to_properties(), **overrides}
+    keys = sorted(
+        k
+        for k in TOPIC_CONFIG.keys
+        if not k.startswith("internal.") and (k not in REMOVED_IN_KAFKA_4 or k in overrides)
+    )
+    click.echo(f"{'All' if show_all else 'Dynamic'} configs for topic {topic} are:")
+    for k in keys if show_all else sorted(overrides):
+        layers = topic_config_synonyms(k, overrides, reader.dynamic_broker_configs, {})
+        _print_entry(k, values[k], layers)
+
+
+def _describe_broker(
+    dynamic: tuple[dict[str, str], dict[str, str]], broker: str | None, node: int, show_all: bool
+) -> None:
     """ConfigCommand's lines for broker ``broker`` (None: every broker's defaults): without
     --all, only the keys set at run time for it."""
     if broker is not None and broker != str(node):
@@ -161,7 +171,7 @@ def _describe_broker(manager: LogManager, broker: str | None, node: int, show_al
         click.echo(f"{'All' if show_all else 'Dynamic'} configs for broker {broker} are:")
         wanted = set(SOURCE_NAMES) if show_all else {DYNAMIC_BROKER_CONFIG}
     for key in BROKER_TOPIC_DEFAULTS:
-        layers = broker_config_synonyms(key, manager.dynamic_broker_configs, {})
+        layers = broker_config_synonyms(key, dynamic, {})
         if config_source(layers) in wanted:
             _print_entry(key, layers[0][1] if layers else None, layers)
 
@@ -197,13 +207,13 @@ def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_:
             raise InvalidArgumentError(
                 f"--partitions {partitions!r}: comma-separated numbers"
             ) from None
-    with LogManager(existing_dirs(log_dirs)) as manager:
-        for name in matching(sorted(manager.topics()), topic, if_exists=True):
-            for p in range(manager.topics()[name]):
-                if wanted is not None and p not in wanted:
-                    continue
-                found = manager.get_log(name, p).list_offsets(when, IsolationLevel.READ_UNCOMMITTED)
-                click.echo(f"{name}:{p}:{'' if found is None else found.offset}")
+    reader = LogDirsReader(existing_dirs(log_dirs))  # read-only: beside a writer, no byte written
+    for name in matching(sorted(reader.topics()), topic, if_exists=True):
+        for p in range(reader.topics()[name]):
+            if wanted is not None and p not in wanted:
+                continue
+            found = reader.view(name, p).list_offset(when)
+            click.echo(f"{name}:{p}:{'' if found is None else found}")
 
 
 @click.command("delete-records")
@@ -245,17 +255,16 @@ def log_dirs(log_dirs: str, describe: bool, topic_list: str | None) -> None:
     """Each log directory's partitions and sizes as kafka-log-dirs' JSON."""
     dirs = existing_dirs(log_dirs)
     topics = None if not topic_list else {t for t in topic_list.split(",") if t}
-    with LogManager(dirs) as manager:
-        described = []
-        for d in manager.log_dirs:
-            parts = [
-                {"partition": f"{tp.topic}-{tp.partition}", "size": log.size_in_bytes,
-                 "offsetLag": 0, "isFuture": False}
-                for tp, log in manager.logs().items()
-                if (topics is None or tp.topic in topics)
-                and manager.log_dir_of(tp.topic, tp.partition) == d
-            ]  # fmt: skip
-            described.append({"partitions": parts, "error": None, "logDir": str(d)})
+    reader = LogDirsReader(dirs)  # read-only: beside a writer, and no byte written
+    described = []
+    for d in reader.log_dirs:
+        parts = [
+            {"partition": f"{tp.topic}-{tp.partition}", "size": view.size_in_bytes(),
+             "offsetLag": 0, "isFuture": False}
+            for tp, view in reader.views().items()
+            if (topics is None or tp.topic in topics) and reader.log_dir_of(tp) == d
+        ]  # fmt: skip
+        described.append({"partitions": parts, "error": None, "logDir": str(d)})
     node = node_id(dirs)
     click.echo("Querying brokers for log directories information")
     click.echo(f"Received log directory information from brokers {node}")

@@ -237,7 +237,19 @@ class LogReader:
             if best is None:
                 return None
             ts = best.max_timestamp_so_far
-            return best.find_offset_by_timestamp(ts, marks.log_start_offset)
-        if target < 0:
+            # the record holding it, even below the log start offset: Kafka's
+            # UnifiedLog.fetchOffsetByTimestamp looks in the segment alone
+            found = best.find_offset_by_timestamp(ts, best.base_offset)
+        elif target < 0:
             raise InvalidArgumentError(f"unknown special timestamp {target}")
-        return self._offset_for_timestamp(target)
+        else:
+            found = self._offset_for_timestamp(target)
+        if found is None or isolation is None:
+            return found
+        # what that isolation level may fetch bounds the answer (Kafka's
+        # ReplicaManager.fetchOffsetForTimestamp): an offset past it is no answer yet
+        if isolation is IsolationLevel.READ_COMMITTED:
+            fetchable = marks.last_stable_offset_metadata().message_offset
+        else:
+            fetchable = marks.high_watermark
+        return found if found.offset < fetchable else None

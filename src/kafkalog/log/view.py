@@ -124,6 +124,10 @@ class PartitionView:
         out.sort(key=lambda s: s.base_offset)
         return out
 
+    def size_in_bytes(self) -> int:
+        """The bytes of its segments' data files (Kafka's UnifiedLog.size)."""
+        return sum(s.size for s in self.segments())
+
     def log_start_offset(self) -> int:
         segments = self.segments()
         first = segments[0].base_offset if segments else 0
@@ -218,6 +222,50 @@ class PartitionView:
                     if record.offset >= begin and (record.timestamp or -1) >= timestamp:
                         return record.offset
         return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record holding the largest timestamp in the log, as
+        Kafka's ListOffsets MAX_TIMESTAMP finds it (below the log start offset too, while its
+        segment is there); None for a log without timestamps. Each segment's time index gives
+        its largest timestamp up to its last entry, and the batches after it the rest."""
+        segments = self.segments()
+        best_ts, best = -1, None
+        for seg in segments:
+            entries = _read_entries(
+                fn.time_index_file(self.directory, seg.base_offset), _TIME_ENTRY
+            )
+            largest = entries[-1][0] if entries else -1
+            position = self.position_of(seg, seg.base_offset + entries[-1][1]) if entries else 0
+            for batch in scan_segment(seg, position, tail_may_be_zeros=seg is segments[-1]):
+                largest = max(largest, batch.max_timestamp)
+            if largest > best_ts:
+                best_ts, best = largest, seg
+        if best is None:
+            return None
+        for batch in scan_segment(best, 0, tail_may_be_zeros=best is segments[-1]):
+            if batch.max_timestamp >= best_ts:
+                for record in batch:
+                    if record.timestamp is not None and record.timestamp >= best_ts:
+                        return record.timestamp, record.offset
+        return None
+
+    def list_offset(self, target: int, read_committed: bool = False) -> int | None:
+        """The offset ListOffsets answers for ``target`` (Kafka's specs: -2 earliest, -1 latest,
+        -3 max timestamp, else a timestamp) at the isolation level, from the files: latest is
+        the log end offset, or the last stable offset when ``read_committed``; a timestamp's
+        offset at or past that bound is no answer (None), as Kafka filters it."""
+        check_int("target", target, -3, INT64_MAX)
+        if target == -2:
+            return self.log_start_offset()
+        fetchable = self.last_stable_offset() if read_committed else self.log_end_offset()
+        if target == -1:
+            return fetchable
+        if target == -3:
+            found = self.max_timestamp()
+            offset = None if found is None else found[1]
+        else:
+            offset = self.offset_for_timestamp(target)
+        return offset if offset is not None and offset < fetchable else None
 
     # ---- transactions --------------------------------------------------------------------
 

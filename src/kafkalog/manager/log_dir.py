@@ -41,6 +41,7 @@ class LogDirectory:
         self.recovery_points = OffsetCheckpointFile(path / fn.RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = OffsetCheckpointFile(path / fn.LOG_START_OFFSET_CHECKPOINT)
         self.had_clean_shutdown = False
+        self._broker_epoch = -1  # the clean-shutdown marker's, kept for the next one
         # checkpoint entries of partitions the manager did not open, written back unchanged
         self._unopened: tuple[dict[TopicPartition, int], dict[TopicPartition, int]] = ({}, {})
 
@@ -49,6 +50,8 @@ class LogDirectory:
         counts as unclean."""
         marker = self.path / fn.CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
+        if self.had_clean_shutdown:
+            self._broker_epoch = _broker_epoch(marker)
         delete_if_exists(marker)
         return self.had_clean_shutdown
 
@@ -59,8 +62,13 @@ class LogDirectory:
         self._unopened = (dict(recovery), dict(starts))
 
     def mark_clean_shutdown(self) -> None:
+        """Kafka's CleanShutdownFileHandler format, with the broker epoch the last clean
+        shutdown left (-1 if none): a KRaft broker taking the directory back registers with
+        it, and a marker saying -1 makes it treat every partition as uncleanly shut down
+        (KIP-966)."""
         marker = self.path / fn.CLEAN_SHUTDOWN_FILE
-        write_atomically(marker, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+        document = {"version": 0, "brokerEpoch": self._broker_epoch}
+        write_atomically(marker, json.dumps(document, separators=(",", ":")).encode())
 
     def read_checkpoints(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         """(recovery points, log start offsets); an unreadable file counts as empty, as in Kafka
@@ -106,6 +114,15 @@ class LogDirectory:
 
     def release(self) -> None:
         self._lock.release()
+
+
+def _broker_epoch(marker: Path) -> int:
+    """The ``brokerEpoch`` of a clean-shutdown marker; -1 if it has none or is unreadable."""
+    try:
+        epoch = json.loads(marker.read_text("utf-8")).get("brokerEpoch", -1)
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else -1
 
 
 def topic_configs(

@@ -133,6 +133,33 @@ class BrokerKeys:
         "socket.request.max.bytes", Type.INT, 104857600,
         "The largest request frame; a larger one closes the connection.", at_least(1),
     )  # fmt: skip
+    sasl_server_max_receive_size: int = define(
+        "sasl.server.max.receive.size", Type.INT, 524288,
+        "The largest frame a SASL listener reads before the client has authenticated.",
+        at_least(1),
+    )  # fmt: skip
+    connections_max_idle_ms: int = define(
+        "connections.max.idle.ms", Type.LONG, 600000,
+        "A connection with no bytes in or out for this long is closed.", at_least(1),
+    )  # fmt: skip
+    max_connections: int = define(
+        "max.connections", Type.INT, 2147483647,
+        "Connections kafkalog serve keeps open at once; one more is closed at once.",
+        at_least(0),
+    )  # fmt: skip
+    max_connections_per_ip: int = define(
+        "max.connections.per.ip", Type.INT, 2147483647,
+        "Connections from one address at once; one more is closed at once.", at_least(0),
+    )  # fmt: skip
+    max_connections_per_ip_overrides: tuple[str, ...] = define(
+        "max.connections.per.ip.overrides", Type.LIST, (),
+        "host:count pairs that replace max.connections.per.ip for those addresses.",
+    )  # fmt: skip
+    connection_failed_authentication_delay_ms: int = define(
+        "connection.failed.authentication.delay.ms", Type.INT, 100,
+        "How long a connection that failed authentication waits before it is closed.",
+        at_least(0),
+    )  # fmt: skip
     queued_max_requests: int = define(
         "queued.max.requests", Type.INT, 500,
         "Requests read and not yet answered, across all connections, before reading pauses.",

@@ -85,6 +85,12 @@ class BrokerSettings:
     offsets_retention_check_interval_ms: int
     security: ListenerSecurity = field(default_factory=ListenerSecurity)
     transaction_partitions: int = 50
+    sasl_max_receive_size: int = 524288
+    connections_max_idle_ms: int = 600_000
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    failed_authentication_delay_ms: int = 100
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_interval_ms: int = 10_000
 
@@ -133,11 +139,31 @@ class BrokerSettings:
                 listener.security_protocol, listener.name, config.properties
             ),
             transaction_partitions=b.transaction_state_log_num_partitions,
+            sasl_max_receive_size=b.sasl_server_max_receive_size,
+            connections_max_idle_ms=b.connections_max_idle_ms,
+            max_connections=b.max_connections,
+            max_connections_per_ip=b.max_connections_per_ip,
+            max_connections_per_ip_overrides=_per_ip_overrides(b.max_connections_per_ip_overrides),
+            failed_authentication_delay_ms=b.connection_failed_authentication_delay_ms,
             transaction_max_timeout_ms=config.manager.producer_state.transaction_max_timeout_ms,
             transaction_abort_interval_ms=(
                 config.manager.transaction_abort_timed_out_transaction_cleanup_interval_ms
             ),
         )
+
+
+def _per_ip_overrides(items: tuple[str, ...]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` items (the count after the last
+    colon, so an IPv6 address keeps its own)."""
+    out = {}
+    for item in items:
+        host, colon, count = item.strip().rpartition(":")
+        if not colon or not host or not count.isdigit():
+            raise InvalidConfigError(
+                "max.connections.per.ip.overrides", f"{item!r} is not host:count"
+            )
+        out[host.strip("[]")] = int(count)
+    return out
 
 
 class TransactionVerifier(Protocol):

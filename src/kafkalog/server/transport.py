@@ -94,6 +94,8 @@ class Transport:
         self._pool = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="kafkalog-io")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_address: dict[str, int] = {}  # open connections by client address
+        self.parked_fetches = 0  # fetches waiting for data, holding no request slot
         self._signal: AppendSignal | None = None
         self.groups = GroupCoordinator(broker.context, self._run)
         self.transactions = TransactionCoordinator(broker.context, self._run, self.groups)
@@ -144,11 +146,32 @@ class Transport:
         await self.groups.stop()
         self._pool.shutdown(wait=True)
 
+    def _over_limit(self, address: str) -> str | None:
+        """Why a new connection from ``address`` is one too many (Kafka's
+        ConnectionQuotas), or None. Refused connections are closed at once: one client's
+        thousands of sockets may not take what the others need."""
+        settings = self.broker.context.settings
+        if len(self._connections) >= settings.max_connections:
+            return f"max.connections ({settings.max_connections}) reached"
+        limit = settings.max_connections_per_ip_overrides.get(
+            address, settings.max_connections_per_ip
+        )
+        if self._per_address.get(address, 0) >= limit:
+            return f"max.connections.per.ip ({limit}) reached for {address}"
+        return None
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else ""
+        refused = self._over_limit(address)
+        if refused is not None:
+            logger.info("refused a connection from %s: %s", peer, refused)
+            writer.close()
+            return
+        self._connections.add(task)
+        self._per_address[address] = self._per_address.get(address, 0) + 1
         try:
             await self._serve(reader, writer)
         except InvalidRequestError as err:
@@ -161,6 +184,11 @@ class Transport:
             logger.exception("closing connection from %s after an unexpected error", peer)
         finally:
             self._connections.discard(task)
+            left = self._per_address.get(address, 1) - 1
+            if left:
+                self._per_address[address] = left
+            else:
+                self._per_address.pop(address, None)
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -174,8 +202,9 @@ class Transport:
         context = self.broker.context
         security = context.settings.security
         session = SaslSession(security, context.scram_credentials) if security.sasl else None
-        reading = asyncio.create_task(self._read_frames(reader, queue, held))
-        answering = asyncio.create_task(self._answer(queue, writer, held, session))
+        active = _Activity(asyncio.get_running_loop())
+        reading = asyncio.create_task(self._read_frames(reader, queue, held, session, active))
+        answering = asyncio.create_task(self._answer(queue, writer, held, session, active))
         try:
             await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -189,10 +218,35 @@ class Transport:
                 raise outcome
 
     async def _read_frames(
-        self, reader: asyncio.StreamReader, queue: asyncio.Queue[bytes], held: list[int]
+        self,
+        reader: asyncio.StreamReader,
+        queue: asyncio.Queue[bytes],
+        held: list[int],
+        session: SaslSession | None,
+        active: _Activity,
     ) -> None:
+        """Frames of at most ``socket.request.max.bytes``, and of ``sasl.server.max.receive.size``
+        while a SASL client has not authenticated (CVE-2022-34917: before login nobody may make
+        the server hold a large buffer). A connection with no bytes in or out for
+        ``connections.max.idle.ms`` is closed, a half-sent frame's too (Kafka's Selector)."""
+        settings = self.broker.context.settings
+        idle_s = settings.connections_max_idle_ms / 1000
         frames = FrameReader(self._max_request)
-        while data := await reader.read(READ_CHUNK):
+        while True:
+            remaining = active.last + idle_s - active.loop.time()
+            if remaining <= 0:
+                raise ConnectionError(f"idle for connections.max.idle.ms ({idle_s * 1000:.0f})")
+            try:
+                data = await asyncio.wait_for(reader.read(READ_CHUNK), remaining)
+            except TimeoutError:
+                continue  # the answering side may have written meanwhile: look again
+            if not data:
+                return
+            active.touch()
+            if session is not None and not session.authenticated:
+                frames.max_size = min(self._max_request, settings.sasl_max_receive_size)
+            else:
+                frames.max_size = self._max_request
             frames.feed(data)
             while (frame := frames.next_frame()) is not None:
                 await self._slots.acquire()
@@ -210,15 +264,21 @@ class Transport:
         writer: asyncio.StreamWriter,
         held: list[int],
         session: SaslSession | None,
+        active: _Activity,
     ) -> None:
         while True:
             frame = await queue.get()
+            release = _Slot(held, self._release_slot).release
             try:
                 try:
-                    response = await self._respond(frame, session)
+                    response = await self._respond(frame, session, release)
                 except AuthenticationFailedError as failed:
+                    release()
                     writer.write(failed.response)  # Kafka's error and message, then close
                     await writer.drain()
+                    # connection.failed.authentication.delay.ms: a guesser's next try waits
+                    delay = self.broker.context.settings.failed_authentication_delay_ms
+                    await asyncio.sleep(delay / 1000)
                     raise
                 if isinstance(response, FetchFrame):
                     try:
@@ -228,9 +288,9 @@ class Transport:
                 elif response is not None:
                     writer.write(response)
                     await writer.drain()
+                active.touch()
             finally:
-                held[0] -= 1
-                self._release_slot()
+                release()
 
     async def _send_fetch(self, frame: FetchFrame, writer: asyncio.StreamWriter) -> None:
         """The frame's bytes, and each slice straight from its file (``os.sendfile`` on a
@@ -251,7 +311,7 @@ class Transport:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _respond(
-        self, frame: bytes, session: SaslSession | None
+        self, frame: bytes, session: SaslSession | None, park: Callable[[], None]
     ) -> bytes | FetchFrame | None:
         request = await self._run(decode_request, frame, SUPPORTED_VERSIONS)
         if request.body is None:
@@ -270,7 +330,7 @@ class Transport:
                 raise AuthenticationFailedError(answer)
             return answer
         if request.api_key == FETCH:
-            return await self._fetch(request)
+            return await self._fetch(request, park)
         if self.groups.handles(request.api_key):
             return encode_response(request, await self.groups.handle(request))
         coordinated = self._coordinated.get(request.api_key)
@@ -299,21 +359,28 @@ class Transport:
             result.close()
             raise
 
-    async def _fetch(self, request: Request) -> FetchFrame:
+    async def _fetch(self, request: Request, park: Callable[[], None]) -> FetchFrame:
         loop = asyncio.get_running_loop()
         assert self._signal is not None
         woken = self._signal.current()
         encoded: FetchFrame | None
         result, encoded = await self._fetch_in_worker(request, False)
-        deadline = loop.time() + result.max_wait_ms / 1000
-        while encoded is None:
-            remaining = deadline - loop.time()
-            if remaining > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(woken), remaining)
-            woken = self._signal.current()
-            result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
-        return encoded
+        if encoded is not None:
+            return encoded
+        park()
+        self.parked_fetches += 1
+        try:
+            deadline = loop.time() + result.max_wait_ms / 1000
+            while encoded is None:
+                remaining = deadline - loop.time()
+                if remaining > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(woken), remaining)
+                woken = self._signal.current()
+                result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
+            return encoded
+        finally:
+            self.parked_fetches -= 1
 
     async def _fetch_in_worker(
         self, request: Request, final: bool
@@ -328,6 +395,33 @@ class Transport:
         except asyncio.CancelledError:
             future.add_done_callback(_close_abandoned)
             raise
+
+
+class _Slot:
+    """A frame's share of queued.max.requests, given back once: when it is answered, or as
+    soon as it parks to wait for data (Kafka's fetch purgatory holds no request-queue slot,
+    so a thousand long polls cannot shut out a new client)."""
+
+    def __init__(self, held: list[int], release_slot: Callable[[], None]) -> None:
+        self._held = held
+        self._release_slot: Callable[[], None] | None = release_slot
+
+    def release(self) -> None:
+        if self._release_slot is not None:
+            self._held[0] -= 1
+            self._release_slot()
+            self._release_slot = None
+
+
+class _Activity:
+    """When a connection last moved bytes either way (for connections.max.idle.ms)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.last = loop.time()
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
 
 
 def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
