@@ -161,6 +161,17 @@ class IsolationLevel(enum.Enum):
     READ_COMMITTED = "read_committed"
 
 
+def check_isolation(value: object) -> IsolationLevel | None:
+    """``value`` if it is an IsolationLevel or None; InvalidArgumentError otherwise (a typo'd
+    string must not silently read uncommitted data)."""
+    if value is None or isinstance(value, IsolationLevel):
+        return value
+    raise InvalidArgumentError(
+        f"isolation must be an IsolationLevel ({', '.join(m.name for m in IsolationLevel)}) "
+        f"or None, not {value!r}"
+    )
+
+
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 

@@ -31,6 +31,7 @@ from kafkalog.types import (
     NO_TIMESTAMP,
     IsolationLevel,
     check_int,
+    check_isolation,
     check_offset,
 )
 
@@ -83,6 +84,7 @@ class LogReader:
         check_int("max_bytes", max_bytes, 0, INT32_MAX)
         if max_offset is not None:
             check_offset("max_offset", max_offset)
+        check_isolation(isolation)
         return self._retrying(
             lambda: self._read(start_offset, max_bytes, max_offset, min_one_message, isolation)
         )
@@ -158,6 +160,7 @@ class LogReader:
         and earlier records of the first batch are skipped; with READ_COMMITTED, aborted
         records too). The slice is read at once, so a segment deleted in between (with
         ``file.delete.delay.ms`` elapsed) makes the whole read run again, like ``read``."""
+        check_isolation(isolation)
         return self._retrying(lambda: self._read_records(start_offset, max_bytes, isolation))
 
     def _read_records(
@@ -209,6 +212,7 @@ class LogReader:
         LATEST is the log end offset, or with an isolation level what a consumer of that level
         may read: the high watermark (READ_UNCOMMITTED) or the last stable offset."""
         check_int("timestamp", target, -3, INT64_MAX)
+        check_isolation(isolation)
         return self._retrying(lambda: self._list_offsets(target, isolation))
 
     def _list_offsets(
