@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kafkalog.errors import CorruptCheckpointError, InvalidTopicError, KafkaLogError
+from kafkalog.log.log import Log
 from kafkalog.manager.kraft_configs import KRaftConfigs, kraft_configs
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, write_atomically
@@ -86,6 +87,20 @@ class LogDirectory:
     ) -> None:
         self.recovery_points.write({**self._unopened[0], **recovery})
         self.log_start_offsets.write({**self._unopened[1], **starts})
+
+    def checkpoint_logs(self, logs: Sequence[tuple[TopicPartition, Log]]) -> None:
+        """Write the recovery points and log start offsets of this directory's ``logs`` (a
+        log start is kept only above the first segment's base, as Kafka keeps it), then let
+        each log drop the producer snapshots those checkpoints made unneeded."""
+        recovery = {tp: log.recovery_point for tp, log in logs}
+        starts = {
+            tp: log.log_start_offset
+            for tp, log in logs
+            if log.log_start_offset > log.segments.base_offsets[0]
+        }
+        self.write_checkpoints(recovery, starts)
+        for _, log in logs:
+            log.delete_snapshots_after_recovery_point_checkpoint()
 
     def partition_dirs(self) -> list[Path]:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""

@@ -14,7 +14,6 @@ import logging
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
 from kafkalog.manager.log_dir import LogDirectory, stored_configs
+from kafkalog.manager.offline_dirs import OfflineLogDirs, load_directory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_configs
 from kafkalog.manager.shutdown import close_logs
@@ -112,9 +112,7 @@ class LogManager:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
         self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
-        # directories the disk failed while loading, and their partitions
-        self._offline: dict[Path, tuple[LogDirectory, str]] = {}
-        self._offline_partitions: dict[TopicPartition, Path] = {}
+        self._offline = OfflineLogDirs()  # directories the disk failed while loading
         self._closed = False
         try:
             self._load_logs()
@@ -154,24 +152,10 @@ class LogManager:
         for log, _ in self._logs.values():
             log.close_without_flush()
         self._logs = {}
-        for d in [*self._dirs, *(d for d, _ in self._offline.values())]:
+        for d in self._dirs:
             d.release()
+        self._offline.release()
         self._closed = True
-
-    def _finish_topic_intents(self) -> None:
-        """Roll back a creation, or complete a deletion, that a crash interrupted."""
-        intents = {intents_.pending(d.path) for d in self._dirs} - {None}
-        if not intents:
-            return
-        for intent in intents:
-            assert intent is not None
-            for d in self._dirs:
-                intents_.finish(d.path, intent)
-            if intent.op != intents_.ADD_PARTITIONS:
-                self._topic_configs.pop(intent.topic, None)
-            logger.warning("completed the interrupted %s of topic %r", intent.op, intent.topic)
-        self._write_topic_configs()
-        intents_.clear(d.path for d in self._dirs)
 
     def _load_logs(self) -> None:
         stored = stored_configs([d.path for d in self._dirs], self.config.metadata_log_dir)
@@ -180,66 +164,30 @@ class LogManager:
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers
         )
-        self._finish_topic_intents()
-        for d in list(self._dirs):  # a directory that fails is taken out of the list
-            clean = d.take_clean_shutdown()
-            recovery, starts = d.read_checkpoints()
-            live, deleted = d.partitions()
-            self._pending_deletes += [(self._delete_due(tp.topic), path) for tp, path in deleted]
-            jobs = [(tp, path) for tp, path in live if self._only is None or tp in self._only]
-            if self._only is not None:
-                self._unopened.update((tp, d) for tp, _ in live if tp not in self._only)
-                opening = {tp for tp, _ in jobs}
-                d.keep_unopened(
-                    {tp: o for tp, o in recovery.items() if tp not in opening},
-                    {tp: o for tp, o in starts.items() if tp not in opening},
-                )
-            threads = self.config.num_recovery_threads_per_data_dir
-            with ThreadPoolExecutor(threads, thread_name_prefix="kafkalog-load") as pool:
-                futures = [
-                    pool.submit(
-                        self._open_log, path, tp, recovery.get(tp, 0), starts.get(tp, 0), clean
-                    )
-                    for tp, path in jobs
-                ]
-            failures = [e for e in (f.exception() for f in futures) if e is not None]
-            if failures:
-                for f in futures:
-                    if f.exception() is None:
-                        f.result().close_without_flush()
-                storage = [e for e in failures if isinstance(e, KafkaStorageError)]
-                if len(storage) < len(failures):
-                    raise next(e for e in failures if not isinstance(e, KafkaStorageError))
-                self._take_offline(d, [tp for tp, _ in live], storage[0])
+        finished = intents_.finish_interrupted([d.path for d in self._dirs])
+        for intent in finished:  # a crash's creation rolled back, or its deletion completed
+            if intent.op != intents_.ADD_PARTITIONS:
+                self._topic_configs.pop(intent.topic, None)
+        if finished:
+            self._write_topic_configs()
+            intents_.clear(d.path for d in self._dirs)
+        threads = self.config.num_recovery_threads_per_data_dir
+        for d in list(self._dirs):
+            load = load_directory(d, self._only, self._open_log, threads, self._offline)
+            if load is None:
+                self._dirs.remove(d)
                 continue
-            opened = [f.result() for f in futures]
-            for (tp, _), log in zip(jobs, opened, strict=True):
+            self._pending_deletes += [(self._delete_due(t.topic), p) for t, p in load.deleted]
+            self._unopened.update((tp, d) for tp in load.unopened)
+            for tp, log in load.opened:
                 if tp in self._logs:
                     other = self._logs[tp][1].path
                     raise KafkaLogError(f"partition {tp} is in both {other} and {d.path}")
                 self._logs = {**self._logs, tp: (log, d)}
         if not self._dirs:
-            reasons = "; ".join(f"{p}: {why}" for p, (_, why) in self._offline.items())
+            reasons = "; ".join(f"{p}: {why}" for p, why in self._offline.reasons.items())
             raise KafkaStorageError(f"every log directory is offline ({reasons})")
         logger.info("loaded %d logs from %d log dirs", len(self._logs), len(self._dirs))
-
-    def _take_offline(
-        self, d: LogDirectory, partitions: list[TopicPartition], err: KafkaStorageError
-    ) -> None:
-        """A directory the disk failed while loading (Kafka's LogDirFailureChannel): none of
-        its logs is served or written, its files stay as they are for the operator, and it
-        stays locked. The other directories go on."""
-        self._dirs.remove(d)
-        self._offline[d.path] = (d, str(err))
-        for tp in partitions:
-            self._offline_partitions[tp] = d.path
-        logger.error(
-            "log directory %s is offline: %s; its %d partitions answer KAFKA_STORAGE_ERROR "
-            "until the disk is repaired and the directory opened again",
-            d.path,
-            err,
-            len(partitions),
-        )
 
     def _open_log(
         self, path: Path, tp: TopicPartition, recovery: int, start: int, clean: bool
@@ -295,7 +243,7 @@ class LogManager:
             self._check_open()
             if not any(
                 tp.topic == topic
-                for tp in [*self._logs, *self._unopened, *self._offline_partitions]
+                for tp in [*self._logs, *self._unopened, *self._offline.partitions]
             ):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             current = self._topic_configs.get(topic, {})
@@ -349,7 +297,7 @@ class LogManager:
             self._check_open()
             if any(
                 tp.topic == topic
-                for tp in [*self._logs, *self._unopened, *self._offline_partitions]
+                for tp in [*self._logs, *self._unopened, *self._offline.partitions]
             ):
                 raise TopicExistsError(f"topic {topic!r} already exists")
             self._check_can_create(topic, partitions)
@@ -377,7 +325,7 @@ class LogManager:
         with self._lock:
             self._check_open()
             self._check_whole(f"add partitions to topic {topic!r}")
-            self._check_online(topic)
+            self._offline.check_topic(topic)
             current = sum(1 for tp in self._logs if tp.topic == topic)
             if current == 0:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -413,9 +361,7 @@ class LogManager:
         if intent.op == intents_.CREATE:
             self._topic_configs.pop(intent.topic, None)
         try:
-            for d in self._dirs:
-                for path in intents_.finish(d.path, intent):
-                    shutil.rmtree(path, ignore_errors=True)
+            intents_.roll_back([d.path for d in self._dirs], intent)
             self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
         except KafkaLogError:
@@ -444,12 +390,9 @@ class LogManager:
         check_int("partition", partition, 0, INT32_MAX)
         entry = self._logs.get(TopicPartition(topic, partition))
         if entry is None:
-            offline = self._offline_partitions.get(TopicPartition(topic, partition))
+            offline = self._offline.error_for(TopicPartition(topic, partition))
             if offline is not None:
-                raise KafkaStorageError(
-                    f"{topic}-{partition} is in log directory {offline}, which is offline: "
-                    f"{self._offline[offline][1]}"
-                )
+                raise offline
             if self._only is not None and TopicPartition(topic, partition) not in self._only:
                 raise UnknownTopicOrPartitionError(
                     f"{topic}-{partition} was not opened: this log manager opened "
@@ -470,29 +413,24 @@ class LogManager:
     def topics(self) -> dict[str, int]:
         """Topic name -> number of partitions."""
         out: dict[str, int] = {}
-        for tp in [*self.logs(), *self._offline_partitions]:
+        for tp in [*self.logs(), *self._offline.partitions]:
             out[tp.topic] = out.get(tp.topic, 0) + 1
         return out
 
     @property
     def offline_log_dirs(self) -> dict[Path, str]:
         """The log directories taken offline at load, each with the error that did it."""
-        return {path: why for path, (_, why) in self._offline.items()}
+        return self._offline.reasons
 
     def is_offline(self, topic: str, partition: int) -> bool:
         """Whether the partition's log directory is offline."""
-        return TopicPartition(topic, partition) in self._offline_partitions
+        return TopicPartition(topic, partition) in self._offline.partitions
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's ID from its first partition's ``partition.metadata``; None for a topic
         written before kafkalog kept topic IDs."""
-        offline = self._offline_partitions.get(TopicPartition(topic, 0))
-        directory = (
-            self.get_log(topic, 0).directory
-            if offline is None
-            else offline / fn.partition_dir_name(TopicPartition(topic, 0))
-        )
-        meta = read_partition_metadata(directory)
+        offline = self._offline.partition_dir(TopicPartition(topic, 0))
+        meta = read_partition_metadata(offline or self.get_log(topic, 0).directory)
         return None if meta is None else meta.topic_id
 
     @property
@@ -509,7 +447,7 @@ class LogManager:
         with self._lock:
             self._check_open()
             self._check_whole(f"delete topic {topic!r}")
-            self._check_online(topic)
+            self._offline.check_topic(topic)
             doomed = [tp for tp in self._logs if tp.topic == topic]
             if not doomed:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -581,16 +519,7 @@ class LogManager:
         """Write each directory's recovery-point and log-start-offset checkpoints."""
         with self._lock:
             for d in self._dirs:
-                mine = [(tp, log) for tp, (log, owner) in self._logs.items() if owner is d]
-                recovery = {tp: log.recovery_point for tp, log in mine}
-                starts = {
-                    tp: log.log_start_offset
-                    for tp, log in mine
-                    if log.log_start_offset > log.segments.base_offsets[0]
-                }
-                d.write_checkpoints(recovery, starts)
-                for _, log in mine:
-                    log.delete_snapshots_after_recovery_point_checkpoint()
+                d.checkpoint_logs([(tp, log) for tp, (log, o) in self._logs.items() if o is d])
 
     def run_transaction_timeouts(self) -> int:
         """Abort transactions idle for ``transaction.timeout.ms``; returns how many."""
@@ -630,11 +559,6 @@ class LogManager:
                     f"manager was asked to open some partitions only, and not {topic}-{p}"
                 )
 
-    def _check_online(self, topic: str) -> None:
-        for tp in self._offline_partitions:
-            if tp.topic == topic:
-                self.get_log(tp.topic, tp.partition)  # KafkaStorageError, naming the directory
-
     def _check_whole(self, action: str) -> None:
         if self._only is not None:
             raise KafkaLogError(f"cannot {action}: this log manager opened some partitions only")
@@ -665,8 +589,7 @@ class LogManager:
             )
         finally:
             self._closed = True
-            for d, _ in self._offline.values():  # no marker: the next open recovers them
-                d.release()
+            self._offline.release()  # no marker: the next open recovers them
 
     def __enter__(self) -> LogManager:
         return self

@@ -13,6 +13,8 @@ being added to a topic (rolled back). Refuses: anything but whole topics and add
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +25,8 @@ from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import delete_if_exists, fsync_dir, write_atomically
 from kafkalog.storage.faults import storage_call
 from kafkalog.types import TopicPartition
+
+logger = logging.getLogger("kafkalog.manager")
 
 INTENT_FILE = "kafkalog-topic-intent.json"
 CREATE, DELETE, ADD_PARTITIONS = "create", "delete", "add-partitions"
@@ -94,6 +98,29 @@ def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
         if tp.topic == intent.topic and tp.partition >= intent.first_partition:
             renamed.append(mark_for_deletion(child))
     return renamed
+
+
+def finish_interrupted(log_dirs: list[Path]) -> list[TopicIntent]:
+    """Roll back a creation, or complete a deletion, that a crash interrupted, in every log
+    directory; the intents finished. The caller forgets a rolled-back topic's configs, then
+    ``clear``s the intents: a crash before that finishes them again, harmlessly."""
+    intents = {pending(d) for d in log_dirs} - {None}
+    done = []
+    for intent in intents:
+        assert intent is not None
+        for d in log_dirs:
+            finish(d, intent)
+        logger.warning("completed the interrupted %s of topic %r", intent.op, intent.topic)
+        done.append(intent)
+    return done
+
+
+def roll_back(log_dirs: list[Path], intent: TopicIntent) -> None:
+    """Remove what a creation that failed part-way made, in every log directory (the caller
+    ``clear``s the intent once the topic configs say the same)."""
+    for d in log_dirs:
+        for path in finish(d, intent):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def topic_partitions(partitions: object) -> frozenset[TopicPartition]:
