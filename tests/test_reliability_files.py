@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,43 @@ def test_verify_reports_a_deleted_middle_segment(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
     assert result.exit_code == 1
     assert "gap" in result.output
+
+
+@pytest.mark.parametrize("owner", ["manager", "log"])
+def test_verify_reports_a_deleted_first_segment(tmp_path: Path, owner: str) -> None:
+    """The log start offset (a checkpoint, or the first leader epoch's start) says where a
+    cleanly closed partition's data begins: a first segment gone since is a loss."""
+    if owner == "manager":
+        with LogManager(tmp_path, small_segments()) as manager:
+            log = manager.create_topic("t", 1)[0]
+            for _ in range(20):
+                log.append(records(10))
+    else:
+        with Log.open(tmp_path / "t-0", small_segments()) as log:
+            for _ in range(20):
+                log.append(records(10))
+    verified = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
+    assert verified.exit_code == 0, verified.output
+    for path in tmp_path.joinpath("t-0").glob(f"{0:020d}.*"):
+        path.unlink()
+    result = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "offsets 0 (the log start offset) to" in result.output
+
+
+def test_verify_takes_segments_retention_deleted_for_no_loss(tmp_path: Path) -> None:
+    config = LogConfig.from_properties(
+        {"internal.segment.bytes": "2048", "index.interval.bytes": "100", "retention.bytes": "2000"}
+    )
+    with LogManager(tmp_path, config) as manager:
+        log = manager.create_topic("t", 1)[0]
+        for _ in range(20):
+            log.append(records(10, ts=int(time.time() * 1000)))  # young: size retention only
+        assert manager.run_retention() > 0
+        assert log.log_start_offset > 0
+        log.maybe_increment_log_start_offset(log.log_start_offset + 3)  # inside a segment
+    result = CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)])
+    assert result.exit_code == 0, result.output
 
 
 # --- 10. unreadable and stray files --------------------------------------------------------------

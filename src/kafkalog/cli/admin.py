@@ -91,16 +91,21 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
     next_offset: int | None = None
     live = held_by_writer(directory) or held_by_writer(directory.parent)
     segments = sorted(directory.glob("*" + fn.LOG_FILE_SUFFIX))
+    expected = None if live else _clean_log_start(directory)
+    if expected is not None:
+        next_offset = expected  # the first segment must hold it: a gap before it is a loss
     for path in segments:
         try:
             base = fn.offset_from_file_name(path.name)
         except ValueError:
             continue  # not a segment: the loader ignores it too
         report.segments += 1
-        if next_offset is not None and base > next_offset and not compacted:
+        if next_offset is not None and base > next_offset and (not compacted or expected):
+            why = " (the log start offset)" if expected is not None else ""
             report.problems.append(
-                f"{path}: offset gap: offsets {next_offset} to {base - 1} are in no segment"
+                f"{path}: offset gap: offsets {next_offset}{why} to {base - 1} are in no segment"
             )
+        expected = None
         if live and path == segments[-1]:
             next_offset = _verify_active_segment(path, base, report)
             continue  # its index is the writer's: preallocated, unwritten entries are zeros
@@ -149,6 +154,30 @@ def verify_partition(directory: Path, report: VerifyReport, *, compacted: bool =
             LeaderEpochCheckpointFile(epochs).read()
         except CorruptCheckpointError as err:
             report.problems.append(str(err))
+
+
+def _clean_log_start(directory: Path) -> int | None:
+    """Where a cleanly closed partition's data begins, as its checkpoints say: the log start
+    offset checkpoint's entry (a Log's own, or its log directory's, which Kafka writes only
+    for a start above the first segment's base), else the first leader epoch's start offset,
+    which retention and DeleteRecords move with the log start. None after a crash or while a
+    writer runs, where a checkpoint may lag a deletion by its interval."""
+    own = (directory / fn.LOG_START_OFFSET_CHECKPOINT).exists()
+    home = directory if own else directory.parent
+    if not (home / fn.CLEAN_SHUTDOWN_FILE).exists():
+        return None
+    try:
+        tp = fn.parse_partition_dir_name(directory.name)
+        start = OffsetCheckpointFile(home / fn.LOG_START_OFFSET_CHECKPOINT).read().get(tp)
+    except (KafkaLogError, FileNotFoundError):
+        start = None
+    if start is not None:
+        return start
+    try:
+        epochs = LeaderEpochCheckpointFile(directory / fn.LEADER_EPOCH_CHECKPOINT).read()
+    except (KafkaLogError, FileNotFoundError):
+        return None
+    return epochs[0][1] if epochs else None
 
 
 def _verify_active_segment(path: Path, base: int, report: VerifyReport) -> int:
