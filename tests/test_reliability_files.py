@@ -8,9 +8,9 @@ from __future__ import annotations
 import errno
 import os
 import struct
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
