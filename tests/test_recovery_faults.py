@@ -15,6 +15,7 @@ import errno
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -314,3 +315,77 @@ def test_serve_takes_a_full_directory_offline_and_serves_the_others(
         check_acknowledged(full, acked)
     with LogManager(healthy) as manager:
         assert manager.get_log("a").log_end_offset == 1
+
+
+def test_serve_on_a_disk_that_fills_loses_no_acknowledged_record(tmp_path: Path) -> None:
+    """End to end: producers write through ``kafkalog serve`` until its disk is full (those
+    writes fail, typed), the server is killed -9, a restart on the still-full disk refuses
+    to serve the directory, and once there is room every acknowledged record is back."""
+    confluent = pytest.importorskip("confluent_kafka")
+    from kafka_oracle import free_port
+    from test_server_transactions import _start_cli_server
+
+    with small_tmpfs(tmp_path / "mnt", "8m") as mnt:
+        data = mnt / "logs"
+        with LogManager(data) as manager:
+            manager.create_topic("t", 2, {"segment.bytes": "1048576"})
+        port = free_port()
+        server = _start_cli_server(data, port)
+        acked: list[tuple[int, int, bytes]] = []
+        failed: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                acked.append((msg.partition(), msg.offset(), msg.value()))
+            else:
+                failed.append(err.name())
+
+        producer = confluent.Producer(
+            {"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "linger.ms": 2,
+             "message.timeout.ms": 5000, "retries": 0}
+        )  # fmt: skip
+        try:
+            for i in range(40_000):
+                producer.produce("t", b"%06d" % i + b"x" * 400, partition=i % 2,
+                                 on_delivery=on_delivery)  # fmt: skip
+                producer.poll(0)
+                if failed:
+                    break
+            producer.flush(30)
+        finally:
+            server.kill()
+            server.wait(30)
+        assert failed, "the disk never filled"
+        assert "KAFKA_STORAGE_ERROR" in failed
+        # the disk full to the last byte: a restart recovers without writing, or refuses the
+        # directory (and then changes no byte of it); either way nothing is lost
+        filler = fill(mnt)
+        before = _data_hashes(data)
+        restarted = subprocess.Popen(
+            [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(data),
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert restarted.stderr is not None
+        log_lines = []
+        for line in restarted.stderr:
+            log_lines.append(line)
+            if "kafkalog serve started" in line:
+                restarted.send_signal(signal.SIGTERM)
+        restarted.wait(60)
+        if restarted.returncode != 0:
+            assert "offline" in "".join(log_lines), "".join(log_lines)[-2000:]
+            assert _data_hashes(data) == before
+        # room again: the file system grows, as an operator would free or add space
+        subprocess.run(["mount", "-o", "remount,size=32m", str(mnt)], check=True)
+        filler.unlink()
+        with LogManager(data) as manager:
+            for partition, offset, value in acked:
+                log = manager.get_log("t", partition)
+                got = next(iter(log.read_records(offset, 1 << 16)))
+                assert (got.offset, bytes(got.value or b"")) == (offset, value)
+        outcome = "refused the directory" if restarted.returncode else "recovered and served"
+        print(
+            f"{len(acked)} records acknowledged, 0 lost; {len(failed)} writes refused; "
+            f"the restart on the full disk {outcome}"
+        )
