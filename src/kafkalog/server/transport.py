@@ -13,7 +13,6 @@ and closes that connection, as Kafka does. One connection's failure never stops 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -205,12 +204,18 @@ class Transport:
         active = _Activity(asyncio.get_running_loop())
         reading = asyncio.create_task(self._read_frames(reader, queue, held, session, active))
         answering = asyncio.create_task(self._answer(queue, writer, held, session, active))
+        # a task of its own, not a timeout around each read: asyncio.wait_for in Python 3.11
+        # can swallow the cancellation that stops a connection (gh-86296)
+        watching = asyncio.create_task(
+            active.watch(context.settings.connections_max_idle_ms / 1000)
+        )
+        tasks = (reading, answering, watching)
         try:
-            await asyncio.wait({reading, answering}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            reading.cancel()
-            answering.cancel()
-            outcomes = await asyncio.gather(reading, answering, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
             for _ in range(held[0]):  # frames read and never answered
                 self._release_slot()
         for outcome in outcomes:
@@ -230,18 +235,8 @@ class Transport:
         the server hold a large buffer). A connection with no bytes in or out for
         ``connections.max.idle.ms`` is closed, a half-sent frame's too (Kafka's Selector)."""
         settings = self.broker.context.settings
-        idle_s = settings.connections_max_idle_ms / 1000
         frames = FrameReader(self._max_request)
-        while True:
-            remaining = active.last + idle_s - active.loop.time()
-            if remaining <= 0:
-                raise ConnectionError(f"idle for connections.max.idle.ms ({idle_s * 1000:.0f})")
-            try:
-                data = await asyncio.wait_for(reader.read(READ_CHUNK), remaining)
-            except TimeoutError:
-                continue  # the answering side may have written meanwhile: look again
-            if not data:
-                return
+        while data := await reader.read(READ_CHUNK):
             active.touch()
             if session is not None and not session.authenticated:
                 frames.max_size = min(self._max_request, settings.sasl_max_receive_size)
@@ -373,9 +368,8 @@ class Transport:
             deadline = loop.time() + result.max_wait_ms / 1000
             while encoded is None:
                 remaining = deadline - loop.time()
-                if remaining > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(woken), remaining)
+                if remaining > 0:  # asyncio.wait: it neither cancels the shared future nor
+                    await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
                 woken = self._signal.current()
                 result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
             return encoded
@@ -422,6 +416,12 @@ class _Activity:
 
     def touch(self) -> None:
         self.last = self.loop.time()
+
+    async def watch(self, idle_s: float) -> None:
+        """Raise ConnectionError once no bytes have moved for ``idle_s`` seconds."""
+        while (remaining := self.last + idle_s - self.loop.time()) > 0:
+            await asyncio.sleep(remaining)
+        raise ConnectionError(f"idle for connections.max.idle.ms ({idle_s * 1000:.0f})")
 
 
 def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
