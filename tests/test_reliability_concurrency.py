@@ -134,7 +134,7 @@ def test_a_second_process_cannot_append(tmp_path: Path) -> None:
         code = (
             "import sys; from kafkalog import Log, KafkaLogError\n"
             f"try:\n    Log.open({str(tmp_path / 't-0')!r})\n"
-            "except KafkaLogError as e:\n    print(type(e).__name__); sys.exit(3)\n"
+            "except KafkaLogError as e:\n    print(type(e).__name__, e); sys.exit(3)\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", code],
@@ -146,6 +146,7 @@ def test_a_second_process_cannot_append(tmp_path: Path) -> None:
         )
         assert done.returncode == 3, done.stderr
         assert "LogDirectoryLockedError" in done.stdout
+        assert f"locked by process {os.getpid()} (" in done.stdout  # who holds it, named
         log.append(records(2))
     with Log.open(tmp_path / "t-0") as again:
         assert again.log_end_offset == 5

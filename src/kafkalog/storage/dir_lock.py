@@ -100,17 +100,20 @@ class DirectoryLock:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except OSError as err:
             os.close(fd)
+            holder = lock_holder(path.parent)
+            by = f"by {holder}" if holder else "by another process or log manager"
             raise LogDirectoryLockedError(
-                f"{what} {path.parent} is locked by another process or log manager "
-                f"({path} is held); close the other writer first"
+                f"{what} {path.parent} is locked {by} ({path} is held); close the other writer "
+                "first, or use a command that only reads"
             ) from err
         try:
             _record_lock(fd, mode)
         except OSError as err:
             os.close(fd)  # drops the flock too
+            holder = lock_holder(path.parent) or "another process, a Kafka broker perhaps"
             raise LogDirectoryLockedError(
-                f"{what} {path.parent} is locked by another process, a Kafka broker perhaps "
-                f"({path} has an fcntl lock); stop it first"
+                f"{what} {path.parent} is locked by {holder} ({path} has an fcntl lock); "
+                "stop it first"
             ) from err
         return cls(fd, path)
 
@@ -130,17 +133,17 @@ class DirectoryLock:
 _LOCK_KINDS = frozenset({"FLOCK", "POSIX", "OFDLCK"})
 
 
-def held_by_writer(directory: Path) -> bool:
-    """Whether some process holds ``directory``'s ``.lock`` exclusively, i.e. is writing there.
-    Read from ``/proc/locks`` rather than by trying the lock, which would make a writer that
-    opens at that instant fail; False where ``/proc/locks`` is not there to read."""
+def _lock_entries(directory: Path) -> list[tuple[str, int]]:
+    """(kind, pid) of every write lock on ``directory``'s ``.lock``, from ``/proc/locks``
+    (pid -1 for an open-file-description lock); [] where it cannot be read."""
     try:
         st = os.stat(directory / LOCK_FILE)
         with open("/proc/locks", encoding="ascii") as f:
             table = f.read()
     except OSError:
-        return False
+        return []
     wanted = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    found = []
     for line in table.splitlines():
         # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF" (major and minor in hex); a
         # Kafka broker's is a POSIX lock, ours also an OFDLCK
@@ -149,5 +152,29 @@ def held_by_writer(directory: Path) -> bool:
             continue
         parts = fields[5].split(":")
         if len(parts) == 3 and (int(parts[0], 16), int(parts[1], 16), int(parts[2])) == wanted:
-            return True
-    return False
+            found.append((fields[1], int(fields[4]) if fields[4].lstrip("-").isdigit() else -1))
+    return found
+
+
+def held_by_writer(directory: Path) -> bool:
+    """Whether some process holds ``directory``'s ``.lock`` exclusively, i.e. is writing there.
+    Read from ``/proc/locks`` rather than by trying the lock, which would make a writer that
+    opens at that instant fail; False where ``/proc/locks`` is not there to read."""
+    return bool(_lock_entries(directory))
+
+
+def lock_holder(directory: Path) -> str | None:
+    """Who holds ``directory``'s ``.lock``: "process 4242 (kafkalog serve ...)", or None where
+    the system does not say. For the error a second writer gets."""
+    pids = sorted({pid for _, pid in _lock_entries(directory) if pid > 0})
+    if not pids:
+        return None
+    try:
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as f:
+            words = [w.decode(errors="replace") for w in f.read().split(b"\0") if w]
+    except OSError:
+        words = []
+    command = " ".join(Path(words[0]).name if i == 0 else w for i, w in enumerate(words))
+    if len(command) > 120:
+        command = command[:117] + "..."
+    return f"process {pids[0]}" + (f" ({command})" if command else "")
