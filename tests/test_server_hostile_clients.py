@@ -188,3 +188,21 @@ def test_a_failed_login_is_closed_after_the_delay(tmp_path: Path) -> None:
             assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
             assert _closed_within(sock, 5)
             assert time.monotonic() - started >= 0.6
+
+
+def test_a_long_poll_of_days_ends_with_its_idle_connection(tmp_path: Path) -> None:
+    """Kafka caps no fetch wait, but its idle-connection expiry closes a connection that moves
+    no bytes for ``connections.max.idle.ms``, a parked fetch's too: a 24-day poll holds
+    nothing for longer than that."""
+    with serve(tmp_path, overrides={"connections.max.idle.ms": "600"}) as server:
+        assert server.manager is not None and server._transport is not None
+        server.manager.create_topic("t", 1)
+        port = _port(server)
+        days = fetch_body(12, "t", 0, 0, min_bytes=10**6, max_wait_ms=2**31 - 1)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(frame(1, 12, days, 1))
+            started = time.monotonic()
+            assert _closed_within(sock, 10)
+            assert time.monotonic() - started < 5
+        time.sleep(0.2)
+        assert server._transport.parked_fetches == 0

@@ -284,3 +284,32 @@ def test_a_closed_segment_does_not_open_its_indexes(tmp_path: Path) -> None:
         first = log.segments.values()[0]  # its indexes open lazily: not yet
     with pytest.raises(LogClosedError):
         first.time_index  # noqa: B018 - opening it is what is refused
+
+
+def test_a_failed_index_write_leaves_the_entries_changeable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write of pending entries that fails (a full disk) must not leave a view of them
+    alive in its traceback: truncation afterwards raised a bare BufferError ("Existing
+    exports of data") instead of going on."""
+    import errno
+    import os
+
+    from kafkalog.errors import KafkaStorageError
+
+    idx = offset_index(tmp_path)
+    for rel in (1, 2, 3):
+        idx.append(BASE + rel, rel * 10)
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "pwrite", full)
+        with pytest.raises(KafkaStorageError) as failed:
+            idx.flush()
+    assert failed.value.__traceback__ is not None  # held, as a caller's handler would
+    idx.truncate_to(BASE + 2)
+    idx.append(BASE + 2, 25)
+    idx.flush()
+    assert idx.lookup(BASE + 2) == OffsetPosition(BASE + 2, 25)
