@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kafka_oracle import free_port
-from kafkalog import LogManager, Record
+from kafkalog import LogManager, MemoryRecords, Record
 from kafkalog.server import serve
 from server_helpers import (
     api_versions_request,
@@ -336,3 +336,42 @@ def test_every_api_key_and_version_with_a_random_body(
     from kafkalog.cli.main import cli
 
     assert CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)]).exit_code == 0
+
+
+@pytest.mark.parametrize("bit", [36, 0], ids=["high bit", "low bit"])
+def test_fetch_never_sends_a_batch_whose_base_offset_was_flipped(tmp_path: Path, bit: int) -> None:
+    """A base offset lies outside its batch's CRC, and Fetch sends segment bytes as they are:
+    a flipped bit in the middle of the active segment, made while the server was down, must
+    not reach clients as records at offsets that never existed. Clients get every batch before
+    it, then CORRUPT_MESSAGE where it starts."""
+    from test_reliability_files import batch_positions
+
+    with LogManager(tmp_path) as manager:
+        # index entries after the damage: the start-up check of the active segment's tail
+        # (from its last index entry) does not reach it, so it is met by the reads
+        log = manager.create_topic("t", 1, {"index.interval.bytes": "100"})[0]
+        for i in range(20):
+            log.append([Record(b"v%d" % (i * 10 + j)) for j in range(10)])
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    at = batch_positions(segment)[8]
+    data = bytearray(segment.read_bytes())
+    true = struct.unpack_from(">q", data, at)[0]
+    struct.pack_into(">q", data, at, true ^ (1 << bit))
+    segment.write_bytes(data)
+    with serve(tmp_path) as server:
+        port = _port(server)
+        offsets: list[int] = []
+        codes = []
+        offset = 0
+        for _ in range(5):
+            answer = decode_response(
+                1, 12, exchange(port, frame(1, 12, fetch_body(12, "t", 0, offset))), header_v1=True
+            )
+            part = answer.responses[0].partitions[0]
+            codes.append(part.error_code)
+            if part.records:
+                for batch in MemoryRecords(part.records).batches():
+                    offsets += [r.offset for r in batch]
+                offset = offsets[-1] + 1
+    assert offsets == list(range(true)), offsets[-3:]
+    assert 2 in codes  # CORRUPT_MESSAGE at the damaged batch

@@ -21,6 +21,7 @@ from kafkalog.records import AbortedTransaction, AnyBatch, MemoryRecords, ScanSt
 from kafkalog.records.committed import is_abort_marker
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
+from kafkalog.storage.checked_range import CheckedRange
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
 from kafkalog.storage.index_build import build_index_entries
 from kafkalog.storage.offset_index import OffsetIndex
@@ -122,6 +123,7 @@ class LogSegment:
         self.log = FileRecords(
             filenames.log_file(directory, base_offset, file_suffix), preallocate_size=preallocate
         )
+        self._checked = CheckedRange(self.log, base_offset)  # what a zero-copy read may send
         self._lazy_lock = threading.Lock()
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -277,6 +279,7 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         self.ensure_offset_in_range(largest_offset)
         self.log.append(records, verify)
+        self._checked.appended(physical_position, physical_position + size, largest_offset + 1)
         if largest_timestamp > self._max_timestamp_so_far().timestamp:
             self._max_ts_so_far = TimestampOffset(
                 largest_timestamp, shallow_offset_of_max_timestamp
@@ -314,6 +317,9 @@ class LogSegment:
         if adjusted == 0:
             return FetchDataInfo(metadata, None)
         fetch_size = min(limit - found.position, adjusted)
+        if fetch_size > 0:  # up to a damaged batch at most: the next read meets it
+            end = self._checked.sendable(found.position, found.position + fetch_size)
+            fetch_size = end - found.position
         return FetchDataInfo(
             metadata,
             self.log.slice(found.position, max(fetch_size, 0)),
@@ -395,6 +401,7 @@ class LogSegment:
                 stop = ScanStop.TRUNCATED
         self._max_ts_so_far = built.max_timestamp
         self.bytes_since_last_index_entry = built.valid_bytes - built.last_index_entry
+        self._checked.trust(built.valid_bytes, built.next_offset)
         return SegmentRecovery(
             built.valid_bytes, truncated, built.batches, stop, built.reason, built.next_offset
         )
@@ -418,6 +425,8 @@ class LogSegment:
         self.offset_index.resize(self.params.max_index_size)
         self.time_index.resize(self.params.max_index_size)
         removed = 0 if found is None else self.log.truncate_to(found.position)
+        if removed:
+            self._checked.reset()
         if self.log.size == 0:
             self.created_ms = self.clock.milliseconds()
             self._rolling_based_timestamp = None
