@@ -153,7 +153,9 @@ def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
 
 def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(OFFSET_FOR_LEADER_EPOCH, request.api_version, True)
-    follower = request.body.replica_id >= 0
+    # ReplicaId exists from version 3 (a client's v2 request, librdkafka's, has none: Kafka
+    # takes it for the debugging replica id -2, never a follower)
+    follower = getattr(request.body, "replica_id", -2) >= 0
     topics = []
     for topic in request.body.topics:
         parts = []

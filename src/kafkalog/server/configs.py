@@ -193,7 +193,7 @@ def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) ->
                 code, message = ErrorCode.invalid_request, "unknown config operation"
             else:
                 ops = [
-                    AlterConfigOp(c.name, _op_type(c.config_operation, incremental), c.value)
+                    AlterConfigOp(c.name, _op_type(c, incremental), c.value)
                     for c in resource.configs
                     if incremental or c.value is not None
                 ]
@@ -218,6 +218,6 @@ def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) ->
     return make(mod, response, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def _op_type(wire_id: int, incremental: bool) -> AlterConfigOpType:
-    """The legacy AlterConfigs has no operation: every entry is a SET."""
-    return AlterConfigOpType(wire_id) if incremental else AlterConfigOpType.SET
+def _op_type(entry: Any, incremental: bool) -> AlterConfigOpType:
+    """The legacy AlterConfigs has no operation (nor the field): every entry is a SET."""
+    return AlterConfigOpType(entry.config_operation) if incremental else AlterConfigOpType.SET

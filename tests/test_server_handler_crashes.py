@@ -1,0 +1,80 @@
+"""Requests whose handlers used to crash their connection, as librdkafka's own suite sends them:
+the legacy AlterConfigs (API 33, no operation field), and OffsetForLeaderEpoch version 2 (no
+replica id field), which librdkafka sends to check a consumer's position after an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalog import LogManager, Record
+from kafkalog.server import serve
+from kafkalog.server.wire import make
+from server_helpers import decode_response, exchange, frame, request_module
+
+pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(120)]
+
+
+def _port(server: serve.KafkaServer) -> int:
+    return int(server.bootstrap_servers.rsplit(":", 1)[1])
+
+
+def test_legacy_alter_configs_replaces_a_topics_overrides(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 1, {"retention.ms": "1000", "cleanup.policy": "compact"})
+    with serve(tmp_path) as server:
+        mod = request_module(33, 2)
+        body = make(
+            mod,
+            "AlterConfigsRequest",
+            resources=(
+                make(
+                    mod,
+                    "AlterConfigsResource",
+                    resource_type=2,
+                    resource_name="t",
+                    configs=(make(mod, "AlterableConfig", name="retention.ms", value="5000"),),
+                ),
+            ),
+            validate_only=False,
+        )
+        data = exchange(_port(server), frame(33, 2, body))
+        answer = decode_response(33, 2, data, header_v1=True)
+        assert [r.error_code for r in answer.responses] == [0]
+    with LogManager(tmp_path) as manager:  # the whole set: cleanup.policy is back to default
+        assert manager.topic_overrides("t") == {"retention.ms": "5000"}
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_offset_for_leader_epoch_of_every_version(tmp_path: Path, version: int) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 1)[0].append([Record(b"v")] * 3)
+    with serve(tmp_path) as server:
+        mod = request_module(23, version)
+        body = make(
+            mod,
+            "OffsetForLeaderEpochRequest",
+            replica_id=-1,
+            topics=(
+                make(
+                    mod,
+                    "OffsetForLeaderTopic",
+                    topic="t",
+                    partitions=(
+                        make(
+                            mod,
+                            "OffsetForLeaderPartition",
+                            partition=0,
+                            current_leader_epoch=0,
+                            leader_epoch=0,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        data = exchange(_port(server), frame(23, version, body))
+        assert data, "the connection was closed"
+        answer = decode_response(23, version, data, header_v1=version >= 4)
+        part = answer.topics[0].partitions[0]
+        assert (part.error_code, part.leader_epoch, part.end_offset) == (0, 0, 3)
