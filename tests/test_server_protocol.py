@@ -654,3 +654,25 @@ def test_an_array_longer_than_its_frame_is_refused_before_kio_parses_it() -> Non
     ):
         decoded = decode_request(frame(key, version, request)[4:], SUPPORTED_VERSIONS)
         assert decoded.body == request
+
+
+def test_a_response_field_no_version_has_is_an_error_not_dropped() -> None:
+    """``make`` drops a field the version at hand lacks (one handler builds every version),
+    but a name no version of the message has is a mistake, found at once."""
+    from kafkalog.server.wire import make, payload_module
+
+    v3 = payload_module(0, 3, True)
+    built = make(
+        v3,
+        "PartitionProduceResponse",
+        index=0,
+        error_code=0,
+        base_offset=5,
+        log_append_time=None,
+        log_start_offset=0,
+        record_errors=(),
+        error_message=None,
+    )
+    assert built.base_offset == 5 and not hasattr(built, "record_errors")  # v8+ only
+    with pytest.raises(TypeError, match="error_mesage"):
+        make(v3, "PartitionProduceResponse", index=0, error_code=0, error_mesage="typo")

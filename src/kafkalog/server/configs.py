@@ -32,7 +32,6 @@ from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
 from kafkalog.manager.config_sources import (
     BROKER_TOPIC_DEFAULTS,
-    DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     TOPIC_KEY_OF,
     Synonym,
@@ -152,7 +151,6 @@ def _entry(
         name=name,
         value=value,
         read_only=read_only,
-        is_default=source == DEFAULT_CONFIG,
         config_source=source,
         is_sensitive=False,
         synonyms=tuple(

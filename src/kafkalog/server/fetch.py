@@ -161,7 +161,6 @@ def handle_list_offsets(ctx: BrokerContext, request: Request) -> Any:
                     "ListOffsetsPartitionResponse",
                     partition_index=part.partition_index,
                     error_code=code,
-                    old_style_offsets=(offset,) if offset >= 0 else (),
                     timestamp=ts,
                     offset=offset,
                     leader_epoch=epoch,

@@ -16,7 +16,9 @@ Metadata v12 request for all topics (``AdminClient.list_topics()``) carries thre
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io
+import pkgutil
 import struct
 import types
 import typing
@@ -118,11 +120,37 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
+@cache
+def _fields_of_any_version(module_name: str, class_name: str) -> frozenset[str]:
+    """The fields ``class_name`` has in some version of the message ``module_name`` is one
+    version of (``kio.schema.<api>.v<N>.<request|response>``)."""
+    package_name, _, rest = module_name.rpartition(".v")
+    kind = rest.partition(".")[2]
+    package = importlib.import_module(package_name)
+    names: set[str] = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        try:
+            module = importlib.import_module(f"{package_name}.{info.name}.{kind}")
+        except ImportError:
+            continue
+        cls = getattr(module, class_name, None)
+        if cls is not None:
+            names |= _field_names(cls)
+    return frozenset(names)
+
+
 def make(module: ModuleType, class_name: str, /, **values: Any) -> Any:
     """An instance of ``module.name`` from the fields this version has: a field a version
-    lacks is left out, so one handler builds every version's response."""
+    lacks is left out, so one handler builds every version's response. A field no version
+    has is a mistake (a misspelt name would be dropped silently): TypeError."""
     cls = getattr(module, class_name)
     names = _field_names(cls)
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        known = _fields_of_any_version(module.__name__, class_name)
+        wrong = [k for k in unknown if k not in known]
+        if wrong:
+            raise TypeError(f"{class_name} has no field {', '.join(wrong)} in any version")
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
