@@ -38,7 +38,7 @@ def run_plain(log: Log, rng: random.Random) -> None:
 
 def run_transactions(log: Log, rng: random.Random) -> None:
     # as a restarted producer's InitProducerId: bump the epoch, abort what was left open
-    entry = log.producer_state.last_entry(PRODUCER_ID)
+    entry = log.producer_entry(PRODUCER_ID)
     epoch = 0 if entry is None else entry.producer_epoch + 1
     if entry is not None and entry.current_txn_first_offset is not None:
         print(

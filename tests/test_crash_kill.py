@@ -122,7 +122,7 @@ def test_every_acknowledged_record_survives_sigkill(tmp_path: Path, mode: str) -
         check_uncommitted(log, highest)
         if mode == "txn":
             check_committed(log, acked_markers)
-            open_at_kill += bool(log.producer_state.ongoing_transactions())
+            open_at_kill += bool(log.ongoing_transactions())
         log.close_without_flush()  # the next child reopens it as after a crash
     assert highest > 50, "the child should have acknowledged a fair number of records"
     if mode == "txn":

@@ -223,7 +223,7 @@ def test_producer_state_agrees_with_describe_producers(
     assert got == want
     before_expiry = ManualClock(min(ts for _, _, _, ts in want.values()))
     with Log.open(data_copy / "txn-0", clock=before_expiry) as log:
-        entries = log.producer_state.producers
+        entries = log.producers()
         got = {
             pid: (e.producer_epoch, e.coordinator_epoch, e.last_seq, e.last_timestamp)
             for pid, e in entries.items()
@@ -235,7 +235,7 @@ def test_leader_epochs_and_log_start(written: BrokerWritten, data_copy: Path) ->
     with Log.open(data_copy / "retained-0") as log:
         assert log.log_start_offset == written.list_offsets["retained"]["earliest"][0] > 0
         # LeaderEpochFileCache#truncateFromStart moved epoch 0's start up to the log start
-        assert log.leader_epoch_cache.entries == [(0, log.log_start_offset)]
+        assert log.leader_epochs() == [(0, log.log_start_offset)]
         assert {b.partition_leader_epoch for b in all_batches(log)} == {0}
 
 

@@ -417,7 +417,7 @@ def test_appends_without_an_epoch_keep_the_partitions_latest(tmp_path: Path) -> 
     log.append_end_txn_marker(7, 0, "COMMIT")
     epochs = [b.partition_leader_epoch for b in log.read(0, 1 << 20).records.records().batches()]
     assert epochs == [0, 2, 2, 2, 2, 2]
-    assert log.leader_epoch_cache.entries == [(0, 0), (2, 1)]
+    assert log.leader_epochs() == [(0, 0), (2, 1)]
 
 
 def test_config_errors_name_the_key() -> None:

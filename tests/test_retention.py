@@ -139,7 +139,7 @@ def test_deleted_files_linger_until_the_delay(tmp_path: Path) -> None:
     deleted = sorted(p.name for p in log.directory.iterdir() if p.name.endswith(".deleted"))
     assert fn.log_file(log.directory, first).name + ".deleted" in deleted
     assert any(name.endswith(".snapshot.deleted") for name in deleted)
-    assert 5 in log.producer_state.producers  # in-memory producer state is kept
+    assert 5 in log.producers()  # in-memory producer state is kept
     clock.advance(1000)
     log.delete_old_segments()
     assert not [p for p in log.directory.iterdir() if p.name.endswith(".deleted")]

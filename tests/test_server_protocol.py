@@ -168,7 +168,7 @@ def test_metadata_gives_each_partitions_latest_leader_epoch(tmp_path: Path) -> N
         manager.get_log("t", 1).append([Record(b"b")])  # no epoch given: it stays at 3
         (topic,) = _metadata(broker, 12, ["t"]).topics
         assert [p.leader_epoch for p in topic.partitions] == [0, 3]
-        assert manager.get_log("t", 1).leader_epoch_cache.entries == [(3, 0)]
+        assert manager.get_log("t", 1).leader_epochs() == [(3, 0)]
 
 
 def test_metadata_marks_kafkas_internal_topics(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_transactions_survive_close_and_reopen(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     assert log.load_result.recovered_segments == []
     check_mixed(log)
-    assert [t.producer_id for t in log.producer_state.ongoing_transactions()] == [3]
+    assert [t.producer_id for t in log.ongoing_transactions()] == [3]
 
 
 @pytest.mark.parametrize("lose", ["nothing", "txn-index", "snapshots", "both"])
@@ -234,10 +234,10 @@ def test_each_roll_writes_a_snapshot(tmp_path: Path) -> None:
     log.roll()
     log.append(values(1, "b"))
     log.roll()
-    assert log.producer_state.snapshot_offsets() == [2, 3]
+    assert log.producer_snapshot_offsets() == [2, 3]
     assert fn.producer_snapshot_file(log.directory, 3).exists()
     log.close()
-    assert log.producer_state.snapshot_offsets() == [2, 3]  # nothing new since the last roll
+    assert log.producer_snapshot_offsets() == [2, 3]  # nothing new since the last roll
 
 
 def test_recovery_starts_from_the_nearest_snapshot(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_recovery_starts_from_the_nearest_snapshot(tmp_path: Path) -> None:
     log.flush()
     log = crash(log)
     assert log.load_result.recovered_segments == [5]  # only from the recovery point
-    assert log.producer_state.producers[1].last_seq == 5
+    assert log.producers()[1].last_seq == 5
     with pytest.raises(OutOfOrderSequenceError):
         log.append(values(1, "skip"), producer=ProducerFields(1, 0, 7))
     retry = log.append(values(1, "tail"), producer=ProducerFields(1, 0, 5))
@@ -261,7 +261,7 @@ def test_producers_expire_by_record_time(tmp_path: Path) -> None:
     log.append([Record(b"v", timestamp=NOW - 86_400_000)], producer=ProducerFields(1, 0, 0))
     log.append(values(1, "open"), producer=txn(2, 0))
     assert log.remove_expired_producers() == [1]
-    assert list(log.producer_state.producers) == [2]
+    assert list(log.producers()) == [2]
 
 
 def test_committed_records_matches_the_consumer_rule() -> None:
@@ -311,6 +311,6 @@ def test_snapshots_below_the_last_two_segments_are_pruned(tmp_path: Path) -> Non
         log.append(values(1, f"v{i}"), producer=ProducerFields(1, 0, i))
         log.roll()
     # active base 6, the segment before it 5, recovery point 6 -> keep snapshots from 5
-    assert log.producer_state.snapshot_offsets() == [5, 6]
+    assert log.producer_snapshot_offsets() == [5, 6]
     log = crash(log)
-    assert log.producer_state.producers[1].last_seq == 5
+    assert log.producers()[1].last_seq == 5

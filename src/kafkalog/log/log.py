@@ -25,19 +25,13 @@ from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.loader import LoadResult, load
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_batches import ProducerFields
-from kafkalog.log.producer_state import ProducerPosition
+from kafkalog.log.producer_state import ProducerPosition, ProducerStateEntry, TxnMetadata
 from kafkalog.log.producer_state_manager import (
     ProducerStateConfig,
-    ProducerStateManager,
     rebuild_producer_state,
 )
 from kafkalog.log.read_path import LogReader
-from kafkalog.log.retention import (
-    RetentionReason,
-    SegmentView,
-    breach_predicate,
-    deletable_prefix,
-)
+from kafkalog.log.retention_pass import RetentionPass
 from kafkalog.log.standalone import StandaloneState
 from kafkalog.log.watermarks import Watermarks
 from kafkalog.log.write_path import Buffer, LogAppender
@@ -104,6 +98,15 @@ class Log:
         self._reader = LogReader(self._local, self._marks, epochs, lambda: self._closed)
         self._cleanable = CleanableLog(
             self._local, self._producer_state, self._lock, self._check_open
+        )
+        self._retention = RetentionPass(
+            self._local,
+            self._marks,
+            self._producer_state,
+            self._lock,
+            self._check_open,
+            self.roll,
+            self._increment_start_offset,
         )
 
     @classmethod
@@ -191,13 +194,32 @@ class Log:
     def segments(self) -> LogSegments:
         return self._local.segments
 
-    @property
-    def producer_state(self) -> ProducerStateManager:
-        return self._producer_state
+    # --- producers and leader epochs: copies, taken while appends go on -------------------------
 
-    @property
-    def leader_epoch_cache(self) -> LeaderEpochCache:
-        return self._epochs
+    def producers(self) -> dict[int, ProducerStateEntry]:
+        """The active idempotent and transactional producers by id."""
+        return dict(self._producer_state.producers)  # one C call: never half an append
+
+    def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producer_state.last_entry(producer_id)
+
+    def ongoing_transactions(self) -> list[TxnMetadata]:
+        return self._producer_state.ongoing_transactions()
+
+    def producer_snapshot_offsets(self) -> list[int]:
+        return self._producer_state.snapshot_offsets()
+
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) of every leader epoch the log holds, oldest first."""
+        return list(self._epochs.entries)
+
+    def latest_leader_epoch(self) -> int:
+        """The partition's current leader epoch (0 for a log that never had one)."""
+        return self._epochs.leader_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= ``epoch``, the offset it ends at)."""
+        return self._epochs.end_offset_for(epoch, self.log_end_offset)
 
     @property
     def load_result(self) -> LoadResult:
@@ -480,53 +502,7 @@ class Log:
         ``retention.bytes`` and then ``retention.ms``. Files are renamed ``.deleted`` and removed
         after ``file.delete.delay.ms``, so reads in progress finish. Returns how many segments
         went."""
-        deleted = self._delete_breached(RetentionReason.LOG_START_OFFSET_BREACH)
-        if self.config.delete:
-            deleted += self._delete_breached(RetentionReason.RETENTION_SIZE_BREACH)
-            deleted += self._delete_breached(RetentionReason.RETENTION_MS_BREACH)
-        self._local.delete_due_files()
-        return deleted
-
-    def _delete_breached(self, reason: RetentionReason) -> int:
-        with self._lock:
-            self._check_open()
-            segments = list(self.segments)
-            views = [SegmentView(s.base_offset, s.size, s.largest_timestamp()) for s in segments]
-            predicate = breach_predicate(
-                reason,
-                views,
-                log_start_offset=self.log_start_offset,
-                retention_bytes=self.config.retention_bytes,
-                retention_ms=self.config.retention_ms,
-                now=self._local.clock.milliseconds(),
-            )
-            if predicate is None:
-                return 0
-            count = deletable_prefix(
-                views,
-                predicate,
-                high_watermark=self.high_watermark,
-                log_end_offset=self.log_end_offset,
-            )
-            if count == 0:
-                return 0
-            doomed = segments[:count]
-            if count == len(segments):  # a log always keeps one segment: roll a new one first
-                fresh = self.roll()
-                if doomed[-1].base_offset == fresh.base_offset:
-                    doomed = doomed[:-1]
-            for seg in doomed:
-                self._local.remove_and_delete_segment(seg)
-                snapshot = self._producer_state.mark_snapshot_for_deletion(seg.base_offset)
-                if snapshot is not None:
-                    self._local.schedule_file_deletion(snapshot)
-            first = self.segments.first_segment()
-            assert first is not None
-            self._increment_start_offset(first.base_offset)
-            name, start = self.directory.name, self.log_start_offset
-            logger.info("deleted %d segment(s) of %s (%s); log start offset %d", count, name,
-                        reason.value, start)  # fmt: skip
-            return count
+        return self._retention.run(self.config.delete)
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         """Drop producer snapshots no recovery can need: those below both the second-to-last

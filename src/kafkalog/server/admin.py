@@ -166,9 +166,7 @@ def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> Any:
                     code = ErrorCode.not_leader_or_follower
                 else:
                     log = ctx.manager.get_log(topic.topic, p.partition)
-                    epoch, end = log.leader_epoch_cache.end_offset_for(
-                        p.leader_epoch, log.log_end_offset
-                    )
+                    epoch, end = log.end_offset_for_epoch(p.leader_epoch)
             except KafkaLogError as err:
                 code = error_code(err)
             parts.append(

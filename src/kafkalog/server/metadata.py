@@ -54,7 +54,7 @@ def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
     wrote keeps its epochs; ours stay at 0). Clients that saw a later epoch (a committed
     offset's) take metadata with an older one for stale and wait for a newer."""
     try:
-        return ctx.manager.get_log(topic, partition).leader_epoch_cache.leader_epoch()
+        return ctx.manager.get_log(topic, partition).latest_leader_epoch()
     except (UnknownTopicOrPartitionError, KafkaStorageError):
         return 0
 

@@ -86,7 +86,7 @@ class KafkaServer:
         )
         try:
             logs = manager.logs().values()
-            in_use = (pid for log in logs for pid in log.producer_state.producers)
+            in_use = (pid for log in logs for pid in log.producers())
             producer_ids = ProducerIdManager(self.config.log_dirs, in_use)
             context = BrokerContext(
                 manager, self.settings, producer_ids, _cluster_id(self.config.log_dirs)

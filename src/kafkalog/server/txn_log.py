@@ -139,7 +139,7 @@ def coordinator_epoch(manager: LogManager, transactional_id: str) -> int:
     if not partitions:
         return 0
     log = manager.get_log(TRANSACTION_TOPIC, partition_for(transactional_id, partitions))
-    return log.leader_epoch_cache.leader_epoch()
+    return log.latest_leader_epoch()
 
 
 def append_transaction_record(

@@ -43,8 +43,7 @@ def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
                 error_message=str(err),
                 active_producers=(),
             )
-        # a copy in one C call: an append may change the map meanwhile, never this copy
-        entries = list(dict(log.producer_state.producers).values())
+        entries = list(log.producers().values())  # a copy: appends go on meanwhile
         return make(
             mod,
             "PartitionResponse",
