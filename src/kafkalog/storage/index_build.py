@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kafkalog.records import AnyBatch, ScanStop
+from kafkalog.storage.file_records import FileRecords
 from kafkalog.storage.offset_index import ENTRY as OFFSET_ENTRY
 from kafkalog.storage.offset_index import OffsetIndex
 from kafkalog.storage.time_index import ENTRY as TIME_ENTRY
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.types import INT32_MAX, NO_TIMESTAMP
-
-if TYPE_CHECKING:
-    from kafkalog.storage.segment import LogSegment
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +34,20 @@ class IndexBuild:
     max_timestamp: TimestampOffset
 
 
+@dataclass(frozen=True, slots=True)
+class SegmentData:
+    """What the walk needs of a segment: its data, base offset and ``index.interval.bytes``,
+    and what to do with an offset its indexes cannot store relative to the base (raise the
+    overflow that makes recovery split the segment, KAFKA-6264)."""
+
+    records: FileRecords
+    base_offset: int
+    index_interval_bytes: int
+    check_offset_in_range: Callable[[int], None]
+
+
 def build_index_entries(
-    segment: LogSegment,
+    segment: SegmentData,
     max_batch_size: int | None,
     callback: Callable[[AnyBatch], object] | None,
     offset_index: OffsetIndex,
@@ -55,15 +64,15 @@ def build_index_entries(
     valid_bytes = 0
     last_index_entry = 0
     batches = 0
-    interval = segment.params.index_interval_bytes
+    interval = segment.index_interval_bytes
     next_offset = base
-    with segment.log.scanner(
+    with segment.records.scanner(
         verify_crc=True, max_batch_size=max_batch_size, base_offset=base
     ) as scan:
         for batch in scan:
             last = batch.last_offset
             if not 0 <= last - base <= INT32_MAX:  # legacy data only (KAFKA-6264): split
-                segment.ensure_offset_in_range(last)
+                segment.check_offset_in_range(last)
             if batch.max_timestamp > max_ts:
                 max_ts, max_ts_offset = batch.max_timestamp, last
             if valid_bytes - last_index_entry > interval:

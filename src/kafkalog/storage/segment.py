@@ -23,7 +23,7 @@ from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.checked_range import CheckedRange
 from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
-from kafkalog.storage.index_build import build_index_entries
+from kafkalog.storage.index_build import SegmentData, build_index_entries
 from kafkalog.storage.offset_index import OffsetIndex
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
 from kafkalog.storage.txn_index import TransactionIndex
@@ -184,7 +184,7 @@ class LogSegment:
         not touched (that is recovery's job, under the log lock)."""
         offset_index.reset()
         time_index.reset()
-        built = build_index_entries(self, None, None, offset_index, time_index)
+        built = build_index_entries(self._data(), None, None, offset_index, time_index)
         self._max_ts_so_far = built.max_timestamp
 
     @property
@@ -250,6 +250,14 @@ class LogSegment:
         return self.time_index.is_full()
 
     # --- append and read -----------------------------------------------------------------------
+
+    def _data(self) -> SegmentData:
+        return SegmentData(
+            self.log,
+            self.base_offset,
+            self.params.index_interval_bytes,
+            self.ensure_offset_in_range,
+        )
 
     def ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
@@ -391,7 +399,9 @@ class LogSegment:
         time_index.reset()
         self.txn_index.reset()
         callback = on_batch if callable(on_batch) else None
-        built = build_index_entries(self, max_batch_size, callback, offset_index, time_index)
+        built = build_index_entries(
+            self._data(), max_batch_size, callback, offset_index, time_index
+        )
         self._txn_index_trusted = True  # on_batch rebuilt it
         stop = built.stop
         truncated = self.log.size - built.valid_bytes
