@@ -9,16 +9,31 @@ anything; the coordinator appends the record and the group decides when.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from kafkalog.server.group_member import GroupState, JoinRequest, Member
 from kafkalog.server.offsets_topic import StoredGroup, StoredMember
 
-if TYPE_CHECKING:
-    from kafkalog.server.group import Group
+
+class StorableGroup(Protocol):
+    """What of a classic group its record holds (the coordinator's ``Group`` is one)."""
+
+    generation: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    state: GroupState
+    members: dict[str, Member]
+    static_members: dict[str, str]
+    joined_at_ms: int
+    emptied_at_ms: int | None
+
+    @property
+    def now(self) -> Callable[[], float]: ...
 
 
-def stored_group(group: Group, assigned: dict[str, bytes]) -> StoredGroup:
+def stored_group(group: StorableGroup, assigned: dict[str, bytes]) -> StoredGroup:
     """``group``'s GroupMetadataValue, each member with its assignment in ``assigned``. An
     empty group is stored with its generation and protocol type and no members; its state
     timestamp is when it emptied (offsets expire from then), a Stable one's when it joined."""
@@ -47,7 +62,7 @@ def stored_group(group: Group, assigned: dict[str, bytes]) -> StoredGroup:
     )
 
 
-def restore(group: Group, stored: StoredGroup) -> None:
+def restore(group: StorableGroup, stored: StoredGroup) -> None:
     """Make ``group`` (new, never joined) the group ``stored`` describes: Stable with its
     members, each one's session starting now (Kafka reschedules every loaded member's
     heartbeat), or Empty. A record with members but no protocol, which Kafka never writes,
