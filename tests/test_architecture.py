@@ -65,3 +65,28 @@ def test_import_kafkalog_loads_no_heavy_dependency() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert out == "", f"`import kafkalog` loaded {out}"
+
+
+ROOT = SRC.parent.parent
+DOCS = [ROOT / "docs" / "architecture.md"]
+
+
+def test_the_architecture_page_names_only_files_that_exist_and_every_package() -> None:
+    """docs/architecture.md is true to the tree: each file it names in backticks exists (a
+    bare name somewhere under src/kafkalog; a path from the package or the repository), and
+    its layer table names every package."""
+    import re
+
+    names = {p.name for p in SRC.rglob("*") if p.is_file()}
+    for doc in DOCS:
+        text = doc.read_text()
+        for found in re.findall(r"`([\w./]+\.(?:py|c|h|pyi))`", text):
+            if "/" not in found:
+                assert found in names, f"{doc.name} names {found}, which is no file of the package"
+            else:
+                assert (SRC / found).exists() or (ROOT / found).exists(), (
+                    f"{doc.name} names {found}, which does not exist"
+                )
+        packages = sorted(p.parent.name for p in SRC.glob("*/__init__.py"))
+        missing = [p for p in packages if f"`kafkalog.{p}`" not in text]
+        assert not missing, f"{doc.name} omits the package(s) {missing}"
