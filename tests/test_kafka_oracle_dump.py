@@ -223,8 +223,9 @@ def test_decoder_classes_print_as_kafkas(tmp_path: Path, version: str) -> None:
 
 
 def test_the_metadata_schemas_are_generated_from_kafkas_own() -> None:
-    """src/kafkalog/records/metadata_schemas.py is what interop/gen_metadata_schemas.py makes of
-    the newest pinned Kafka's kafka-metadata jar (regenerate it after a version bump)."""
+    """src/kafkalog/records/metadata_schemas.py and coordinator_schemas.py are what
+    interop/gen_metadata_schemas.py makes of the newest pinned Kafka's jars (regenerate them
+    after a version bump)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -235,3 +236,7 @@ def test_the_metadata_schemas_are_generated_from_kafkas_own() -> None:
     spec.loader.exec_module(generator)
     jar = generator.default_jar()
     assert generator.render(jar, generator.schemas(jar)) == generator.OUT.read_text()
+    # and the coordinators' record formats, from the coordinator and client jars
+    jars = generator.coordinator_jars()
+    rendered = generator.render_coordinator(jars, generator.coordinator_schemas(jars))
+    assert rendered == generator.COORDINATOR_OUT.read_text()

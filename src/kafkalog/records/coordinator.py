@@ -19,75 +19,42 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kafkalog.errors import CorruptRecordError
+from kafkalog.records.coordinator_schemas import COORDINATOR_SCHEMAS
 from kafkalog.records.schema_reader import Field, SchemaReader
 
-_PARTITIONS: tuple[Field, ...] = (
-    ("topic", "string", 0, None, None, None),
-    ("partitionIds", "[]int32", 0, None, None, None),
-)
-# (record type, key fields, value fields, first flexible value version)
+
+def _fields(name: str) -> tuple[Field, ...]:
+    return cast("tuple[Field, ...]", COORDINATOR_SCHEMAS[name][3])
+
+
+def _flexible_from(name: str) -> int:
+    first = COORDINATOR_SCHEMAS[name][2]
+    return first if isinstance(first, int) else 1 << 15
+
+
+# (key fields, value fields, first flexible value version), by Kafka's own JSON schemas
 _OFFSET_COMMIT = (
-    (("group", "string", 0, None, None, None), ("topic", "string", 0, None, None, None),
-     ("partition", "int32", 0, None, None, None)),
-    (("offset", "int64", 0, None, None, None), ("leaderEpoch", "int32", 3, None, None, -1),
-     ("metadata", "string", 0, None, None, None), ("commitTimestamp", "int64", 0, None, None, None),
-     ("expireTimestamp", "int64", 1, 1, None, -1),
-     ("topicId", "uuid", 4, None, 0, "AAAAAAAAAAAAAAAAAAAAAA")),
-    4,
-)  # fmt: skip
+    _fields("OffsetCommitKey"),
+    _fields("OffsetCommitValue"),
+    _flexible_from("OffsetCommitValue"),
+)
+_GROUP_METADATA = (
+    _fields("GroupMetadataKey"),
+    _fields("GroupMetadataValue"),
+    _flexible_from("GroupMetadataValue"),
+)
 _TRANSACTION_LOG = (
-    (("transactionalId", "string", 0, None, None, None),),
-    (("producerId", "int64", 0, None, None, None),
-     ("previousProducerId", "int64", 1, None, 0, -1), ("nextProducerId", "int64", 1, None, 1, -1),
-     ("producerEpoch", "int16", 0, None, None, None),
-     ("nextProducerEpoch", "int16", 1, None, 3, -1),
-     ("transactionTimeoutMs", "int32", 0, None, None, None),
-     ("transactionStatus", "int8", 0, None, None, None),
-     ("transactionPartitions", _PARTITIONS, 0, None, None, None),
-     ("transactionLastUpdateTimestampMs", "int64", 0, None, None, None),
-     ("transactionStartTimestampMs", "int64", 0, None, None, None),
-     ("clientTransactionVersion", "int16", 1, None, 2, 0)),
-    1,
-)  # fmt: skip
-_GROUP_METADATA_KEY = (("group", "string", 0, None, None, None),)
-_MEMBER_METADATA: tuple[Field, ...] = (
-    ("memberId", "string", 0, None, None, None),
-    ("groupInstanceId", "string", 3, None, None, None),
-    ("clientId", "string", 0, None, None, None),
-    ("clientHost", "string", 0, None, None, None),
-    ("rebalanceTimeout", "int32", 1, None, None, None),
-    ("sessionTimeout", "int32", 0, None, None, None),
-    ("subscription", "bytes", 0, None, None, None),
-    ("assignment", "bytes", 0, None, None, None),
+    _fields("TransactionLogKey"),
+    _fields("TransactionLogValue"),
+    _flexible_from("TransactionLogValue"),
 )
-_GROUP_METADATA_VALUE: tuple[Field, ...] = (
-    ("protocolType", "string", 0, None, None, None),
-    ("generation", "int32", 0, None, None, None),
-    ("protocol", "string", 0, None, None, None),
-    ("leader", "string", 0, None, None, None),
-    ("currentStateTimestamp", "int64", 2, None, None, None),
-    ("members", _MEMBER_METADATA, 0, None, None, None),
-)
-# The consumer's embedded protocol (versions 0-3, never flexible): what a member subscribed to
-# and what the group leader assigned it.
-_TOPIC_PARTITIONS: tuple[Field, ...] = (
-    ("topic", "string", 0, None, None, None),
-    ("partitions", "[]int32", 0, None, None, None),
-)
-_SUBSCRIPTION: tuple[Field, ...] = (
-    ("topics", "[]string", 0, None, None, None),
-    ("userData", "bytes", 0, None, None, None),
-    ("ownedPartitions", _TOPIC_PARTITIONS, 1, None, None, None),
-    ("generationId", "int32", 2, None, None, None),
-    ("rackId", "string", 3, None, None, None),
-)
-_ASSIGNMENT: tuple[Field, ...] = (
-    ("assignedPartitions", _TOPIC_PARTITIONS, 0, None, None, None),
-    ("userData", "bytes", 0, None, None, None),
-)
+# The consumer's embedded protocol (never flexible): what a member subscribed to and what the
+# group leader assigned it.
+_SUBSCRIPTION = _fields("ConsumerProtocolSubscription")
+_ASSIGNMENT = _fields("ConsumerProtocolAssignment")
 _NOT_NULL = {"topics", "ownedPartitions", "assignedPartitions", "topic", "partitions"}
 
 # TransactionState names, by the status byte (TransactionState in the transaction coordinator)
@@ -110,7 +77,7 @@ def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
         if record_type in (0, 1):  # legacy key versions 0 and 1 are both offset commits
             return _OFFSET_COMMIT
         if record_type == 2:
-            return (_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE, 4)
+            return _GROUP_METADATA
         return None
     return _TRANSACTION_LOG if record_type == 0 else None
 

@@ -20,7 +20,7 @@ from kafkalog.types import uuid_string
 # default. A struct array's type is a tuple of fields.
 Field = tuple[str, Any, int, int | None, int | None, Any]
 
-_FIXED = {
+FIXED = {
     "int8": struct.Struct(">b"), "int16": struct.Struct(">h"), "int32": struct.Struct(">i"),
     "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "float64": struct.Struct(">d"),
 }  # fmt: skip
@@ -34,7 +34,7 @@ class SchemaReader:
 
     def fixed(self, kind: str) -> Any:
         """A fixed-size number (``int8`` ... ``int64``, ``uint16``, ``float64``)."""
-        s = _FIXED[kind]
+        s = FIXED[kind]
         if self.pos + s.size > len(self.data):
             raise CorruptRecordError(f"{self.what} ends inside a {kind}")
         (value,) = s.unpack_from(self.data, self.pos)

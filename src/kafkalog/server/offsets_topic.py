@@ -23,7 +23,6 @@ consumer, share and streams group records (skipped when read).
 from __future__ import annotations
 
 import contextlib
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -36,6 +35,7 @@ from kafkalog.records.control import decode_control_key
 from kafkalog.records.coordinator import decode
 from kafkalog.records.partitioner import java_string_hash
 from kafkalog.records.scanner import AnyBatch
+from kafkalog.records.schema_writer import encode_key, encode_versioned
 from kafkalog.types import ControlRecordType
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -45,7 +45,7 @@ OFFSETS_TOPIC_CONFIG = {
     "compression.type": "producer",
     "segment.bytes": "104857600",
 }
-_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE_VERSION = 1, 3
+_OFFSET_COMMIT_VALUE_VERSION = 3
 _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE_VERSION = 2, 3
 
 
@@ -93,60 +93,49 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def _string(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
-    return (
-        struct.pack(">h", _OFFSET_COMMIT_KEY)
-        + _string(group_id)
-        + _string(topic)
-        + struct.pack(">i", partition)
+    return encode_key(
+        "OffsetCommitKey", {"group": group_id, "topic": topic, "partition": partition}
     )
 
 
 def offset_commit_value(value: OffsetAndMetadata) -> bytes:
-    return (
-        struct.pack(">hqi", _OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch)
-        + _string(value.metadata)
-        + struct.pack(">q", value.commit_timestamp)
-    )
+    fields = {
+        "offset": value.offset,
+        "leaderEpoch": value.leader_epoch,
+        "metadata": value.metadata,
+        "commitTimestamp": value.commit_timestamp,
+    }
+    return encode_versioned("OffsetCommitValue", _OFFSET_COMMIT_VALUE_VERSION, fields)
 
 
 def group_metadata_key(group_id: str) -> bytes:
-    return struct.pack(">h", _GROUP_METADATA_KEY) + _string(group_id)
-
-
-def _nullable_string(text: str | None) -> bytes:
-    return struct.pack(">h", -1) if text is None else _string(text)
-
-
-def _bytes(data: bytes) -> bytes:
-    return struct.pack(">i", len(data)) + data
+    return encode_key("GroupMetadataKey", {"group": group_id})
 
 
 def group_metadata_value(group: StoredGroup) -> bytes:
-    parts = [
-        struct.pack(">h", _GROUP_METADATA_VALUE_VERSION),
-        _string(group.protocol_type),
-        struct.pack(">i", group.generation),
-        _nullable_string(group.protocol),
-        _nullable_string(group.leader),
-        struct.pack(">qi", group.current_state_timestamp, len(group.members)),
+    members = [
+        {
+            "memberId": m.member_id,
+            "groupInstanceId": m.group_instance_id,
+            "clientId": m.client_id,
+            "clientHost": m.client_host,
+            "rebalanceTimeout": m.rebalance_timeout_ms,
+            "sessionTimeout": m.session_timeout_ms,
+            "subscription": m.subscription,
+            "assignment": m.assignment,
+        }
+        for m in group.members
     ]
-    for m in group.members:
-        parts += [
-            _string(m.member_id),
-            _nullable_string(m.group_instance_id),
-            _string(m.client_id),
-            _string(m.client_host),
-            struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms),
-            _bytes(m.subscription),
-            _bytes(m.assignment),
-        ]
-    return b"".join(parts)
+    fields = {
+        "protocolType": group.protocol_type,
+        "generation": group.generation,
+        "protocol": group.protocol,
+        "leader": group.leader,
+        "currentStateTimestamp": group.current_state_timestamp,
+        "members": members,
+    }
+    return encode_versioned("GroupMetadataValue", _GROUP_METADATA_VALUE_VERSION, fields)
 
 
 def _stored_group(value: dict[str, Any]) -> StoredGroup:

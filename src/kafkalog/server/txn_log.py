@@ -16,7 +16,6 @@ and compression: Kafka writes this topic uncompressed.
 from __future__ import annotations
 
 import contextlib
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import TRANSACTION_STATES, decode
+from kafkalog.records.schema_writer import encode_key, encode_versioned
 from kafkalog.server.offsets_topic import partition_for, read_whole_log
 
 TRANSACTION_TOPIC = "__transaction_state"
@@ -58,37 +58,27 @@ class TransactionMetadata:
         return TRANSACTION_STATES[self.state]
 
 
-def _string(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
 def transaction_key(transactional_id: str) -> bytes:
-    return struct.pack(">h", _KEY_VERSION) + _string(transactional_id)
+    return encode_key("TransactionLogKey", {"transactionalId": transactional_id})
 
 
 def transaction_value(meta: TransactionMetadata) -> bytes:
-    out = [
-        struct.pack(
-            ">hqhib",
-            _VALUE_VERSION,
-            meta.producer_id,
-            meta.producer_epoch,
-            meta.timeout_ms,
-            meta.state,
-        )
-    ]
-    if meta.state == EMPTY:
-        out.append(struct.pack(">i", -1))  # Kafka writes null partitions while Empty
-    else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(meta.partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        out.append(struct.pack(">i", len(by_topic)))
-        for topic, ids in by_topic.items():
-            out.append(_string(topic) + struct.pack(f">i{len(ids)}i", len(ids), *ids))
-    out.append(struct.pack(">qq", meta.last_update_ms, meta.start_ms))
-    return b"".join(out)
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    fields = {
+        "producerId": meta.producer_id,
+        "producerEpoch": meta.producer_epoch,
+        "transactionTimeoutMs": meta.timeout_ms,
+        "transactionStatus": meta.state,
+        # Kafka writes null partitions while Empty
+        "transactionPartitions": None
+        if meta.state == EMPTY
+        else [{"topic": t, "partitionIds": ids} for t, ids in by_topic.items()],
+        "transactionLastUpdateTimestampMs": meta.last_update_ms,
+        "transactionStartTimestampMs": meta.start_ms,
+    }
+    return encode_versioned("TransactionLogValue", _VALUE_VERSION, fields)
 
 
 def load_transactions(logs: Iterable[Log]) -> dict[str, TransactionMetadata]:

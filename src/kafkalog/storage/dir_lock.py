@@ -110,10 +110,10 @@ class DirectoryLock:
             _record_lock(fd, mode)
         except OSError as err:
             os.close(fd)  # drops the flock too
-            holder = lock_holder(path.parent) or "another process, a Kafka broker perhaps"
+            holder = lock_holder(path.parent)
             raise LogDirectoryLockedError(
-                f"{what} {path.parent} is locked by {holder} ({path} has an fcntl lock); "
-                "stop it first"
+                f"{what} {path.parent} is locked by another process, a Kafka broker perhaps"
+                f"{f' ({holder})' if holder else ''}: {path} has an fcntl lock; stop it first"
             ) from err
         return cls(fd, path)
 
