@@ -306,7 +306,7 @@ def test_every_api_key_and_version_with_a_random_body(
     fail with anything but a refusal; the logs hold only what was validly written."""
     from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
-    from kafkalog.server.broker import SUPPORTED_VERSIONS
+    from kafkalog.server.apis import SUPPORTED_VERSIONS
     from kafkalog.server.wire import _entity
 
     rng = random.Random(20261124)

@@ -19,7 +19,7 @@ from kio.static.primitive import i32
 
 from kafkalog import LogConfig, Record
 from kafkalog.server import serve
-from kafkalog.server.fetch import FETCH
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.fetch_response import (
     FetchResponseData,
     OpenSlice,
@@ -57,7 +57,7 @@ def _random_response(rng: random.Random) -> FetchResponseData:
 
 
 def _kio_body(version: int, data: FetchResponseData) -> Any:
-    mod = payload_module(FETCH, version, True)
+    mod = payload_module(ApiKey.FETCH, version, True)
     return make(
         mod,
         "FetchResponse",
@@ -100,7 +100,7 @@ def test_the_frame_is_byte_equal_to_kios_encoding(version: int) -> None:
     rng = random.Random(version)
     for correlation_id in range(25):
         data = _random_response(rng)
-        request = Request(FETCH, version, correlation_id, "c", None)
+        request = Request(ApiKey.FETCH, version, correlation_id, "c", None)
         expected = encode_response(request, _kio_body(version, data))
         assert encode_fetch_response(correlation_id, version, data).to_bytes() == expected
 

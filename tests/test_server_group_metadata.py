@@ -349,4 +349,4 @@ def test_a_deleted_group_stays_deleted_and_an_emptied_one_stays_empty(tmp_path: 
         kept = admin.describe_consumer_groups(["kept"])["kept"].result(30)
         assert str(kept.state).endswith("EMPTY") and kept.members == []
         assert server._transport is not None
-        assert server._transport.groups.groups["kept"].protocol_type == "consumer"
+        assert server._groups.groups["kept"].protocol_type == "consumer"

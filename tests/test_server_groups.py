@@ -478,7 +478,7 @@ def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: 
         other.commit({TopicPartition("e", 0): CommitOffset(1, "", -1)})
         other.close()
         assert server.loop is not None and server._transport is not None
-        coordinator = server._transport.groups
+        coordinator = server._groups
         old = coordinator.groups["old"].offsets[("e", 0)].commit_timestamp
         coordinator.groups["recent"].offsets[("e", 0)] = dataclasses.replace(
             coordinator.groups["recent"].offsets[("e", 0)], commit_timestamp=old + 8 * 86_400_000

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog import Record
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.server.broker import SUPPORTED_VERSIONS, Broker
+from kafkalog.server.apis import SUPPORTED_VERSIONS, Broker
 from kafkalog.server.fetch_response import encode_fetch_response
 from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, FIRST_ID, ProducerIdManager
 from kafkalog.server.wire import (

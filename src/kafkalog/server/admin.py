@@ -16,22 +16,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.internal_topics import check_delete_records_allowed
 from kafkalog.server.wire import Request, make, payload_module
 
-DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 21, 23, 35, 60
-ADMIN_VERSIONS: dict[int, tuple[int, int]] = {
-    DELETE_RECORDS: (0, 2),
-    OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    DESCRIBE_LOG_DIRS: (1, 4),
-    DESCRIBE_CLUSTER: (0, 1),
-}
-
 
 def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(DESCRIBE_CLUSTER, request.api_version, True)
+    mod = payload_module(ApiKey.DESCRIBE_CLUSTER, request.api_version, True)
     where = ctx.advertised
     return make(
         mod,
@@ -57,7 +50,7 @@ def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
 
 
 def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(DESCRIBE_LOG_DIRS, request.api_version, True)
+    mod = payload_module(ApiKey.DESCRIBE_LOG_DIRS, request.api_version, True)
     wanted = request.body.topics
     chosen = None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
     by_dir: dict[str, dict[str, list[Any]]] = {str(d): {} for d in ctx.manager.log_dirs}
@@ -119,7 +112,7 @@ def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
 def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
     """Move each partition's log start offset up (-1: to the high watermark); the segments
     wholly below it go with the next retention pass, as in Kafka."""
-    mod = payload_module(DELETE_RECORDS, request.api_version, True)
+    mod = payload_module(ApiKey.DELETE_RECORDS, request.api_version, True)
     topics = []
     for topic in request.body.topics:
         parts = []
@@ -152,7 +145,7 @@ def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
 
 
 def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(OFFSET_FOR_LEADER_EPOCH, request.api_version, True)
+    mod = payload_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version, True)
     # ReplicaId exists from version 3 (a client's v2 request, librdkafka's, has none: Kafka
     # takes it for the debugging replica id -2, never a follower)
     follower = getattr(request.body, "replica_id", -2) >= 0

@@ -40,11 +40,11 @@ from kafkalog.manager.config_sources import (
     topic_config_synonyms,
 )
 from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
 
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # Kafka's DescribeConfigsResponse.ConfigType
 _CONFIG_TYPES = {
@@ -60,7 +60,7 @@ _OP_IDS = frozenset(op.value for op in AlterConfigOpType)
 
 def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(DESCRIBE_CONFIGS, version, True)
+    mod = payload_module(ApiKey.DESCRIBE_CONFIGS, version, True)
     results = []
     for resource in body.resources:
         code, message, configs = ErrorCode.none, None, ()
@@ -165,17 +165,17 @@ def _entry(
 
 def handle_alter_configs(ctx: BrokerContext, request: Request) -> Any:
     """The legacy whole-set form: a topic's overrides become exactly the given entries."""
-    return _alter(ctx, request, ALTER_CONFIGS, "AlterConfigsResponse")
+    return _alter(ctx, request, ApiKey.ALTER_CONFIGS, "AlterConfigsResponse")
 
 
 def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> Any:
-    return _alter(ctx, request, INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse")
+    return _alter(ctx, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigsResponse")
 
 
 def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) -> Any:
     body = request.body
     mod = payload_module(api_key, request.api_version, True)
-    incremental = api_key == INCREMENTAL_ALTER_CONFIGS
+    incremental = api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     results = []
     for resource in body.resources:
         code, message = ErrorCode.none, None

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError, OffsetOutOfRangeError
 from kafkalog.log.log import Log
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.fetch_response import (
@@ -32,8 +33,6 @@ from kafkalog.server.fetch_response import (
 )
 from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import IsolationLevel
-
-FETCH, LIST_OFFSETS = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +138,7 @@ def _partition(
 
 def handle_list_offsets(ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(LIST_OFFSETS, version, True)
+    mod = payload_module(ApiKey.LIST_OFFSETS, version, True)
     isolation = _isolation(body.isolation_level) if version >= 2 else None
     topics = []
     for topic in body.topics:

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.server import group_offsets
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.group import Group
 from kafkalog.server.group_member import JoinRequest, wall_clock_ms
@@ -44,23 +45,6 @@ from kafkalog.server.wire import Request, make, payload_module
 
 logger = logging.getLogger("kafkalog.server")
 
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
-OFFSET_COMMIT, OFFSET_FETCH = group_offsets.OFFSET_COMMIT, group_offsets.OFFSET_FETCH
-DESCRIBE_GROUPS, LIST_GROUPS = group_offsets.DESCRIBE_GROUPS, group_offsets.LIST_GROUPS
-DELETE_GROUPS, OFFSET_DELETE = group_offsets.DELETE_GROUPS, group_offsets.OFFSET_DELETE
-GROUP_VERSIONS: dict[int, tuple[int, int]] = {
-    FIND_COORDINATOR: (0, 4),
-    OFFSET_COMMIT: (2, 8),
-    OFFSET_FETCH: (1, 8),
-    JOIN_GROUP: (0, 9),
-    HEARTBEAT: (0, 4),
-    LEAVE_GROUP: (0, 5),
-    SYNC_GROUP: (0, 5),
-    DESCRIBE_GROUPS: (0, 5),
-    LIST_GROUPS: (0, 4),
-    DELETE_GROUPS: (0, 2),
-    OFFSET_DELETE: (0, 0),
-}
 SESSION_CHECK_SECONDS = 0.5
 
 RunInWorker = Callable[..., Awaitable[Any]]
@@ -83,19 +67,6 @@ class GroupCoordinator:
         self.pending_transactions: dict[tuple[int, int], GroupOffsets] = {}
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_expiry: asyncio.Task[None] | None = None
-        self._handlers: dict[int, Callable[[Request], Awaitable[Any]]] = {
-            FIND_COORDINATOR: self.find_coordinator,
-            OFFSET_COMMIT: lambda r: group_offsets.offset_commit(self, r),
-            OFFSET_FETCH: lambda r: group_offsets.offset_fetch(self, r),
-            JOIN_GROUP: self.join_group,
-            HEARTBEAT: self.heartbeat,
-            LEAVE_GROUP: self.leave_group,
-            SYNC_GROUP: self.sync_group,
-            DESCRIBE_GROUPS: lambda r: group_offsets.describe_groups(self, r),
-            LIST_GROUPS: lambda r: group_offsets.list_groups(self, r),
-            DELETE_GROUPS: lambda r: group_offsets.delete_groups(self, r),
-            OFFSET_DELETE: lambda r: group_offsets.offset_delete(self, r),
-        }
 
     async def start(self) -> None:
         logs = {
@@ -152,12 +123,6 @@ class GroupCoordinator:
             for group_id, offsets in staged.items():
                 settle(self.group(group_id).offsets, offsets)
 
-    def handles(self, api_key: int) -> bool:
-        return api_key in self._handlers
-
-    async def handle(self, request: Request) -> Any:
-        return await self._handlers[request.api_key](request)
-
     def group(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
         if group is None:
@@ -183,7 +148,7 @@ class GroupCoordinator:
 
     async def find_coordinator(self, request: Request) -> Any:
         body, version = request.body, request.api_version
-        mod = payload_module(FIND_COORDINATOR, version, True)
+        mod = payload_module(ApiKey.FIND_COORDINATOR, version, True)
         node, where = self.ctx.settings.node_id, self.ctx.advertised
         keys = list(body.coordinator_keys) if version >= 4 else [body.key]
         key_type = getattr(body, "key_type", 0)
@@ -235,7 +200,7 @@ class GroupCoordinator:
 
     async def join_group(self, request: Request) -> Any:
         body, version = request.body, request.api_version
-        mod = payload_module(JOIN_GROUP, version, True)
+        mod = payload_module(ApiKey.JOIN_GROUP, version, True)
         session = _ms(body.session_timeout)
         rebalance = _ms(body.rebalance_timeout) if version >= 1 else session
         settings = self.ctx.settings
@@ -253,7 +218,7 @@ class GroupCoordinator:
                 error_code=result_error,
                 generation_id=-1,
                 protocol_type=None,
-                protocol_name=None,
+                protocol_name=None if version >= 7 else "",  # nullable from v7, as Kafka
                 leader="",
                 member_id=body.member_id,
                 members=(),
@@ -290,7 +255,7 @@ class GroupCoordinator:
 
     async def sync_group(self, request: Request) -> Any:
         body, version = request.body, request.api_version
-        mod = payload_module(SYNC_GROUP, version, True)
+        mod = payload_module(ApiKey.SYNC_GROUP, version, True)
         group = self.groups.get(body.group_id)
         if group is None:
             return make(
@@ -318,7 +283,7 @@ class GroupCoordinator:
 
     async def heartbeat(self, request: Request) -> Any:
         body = request.body
-        mod = payload_module(HEARTBEAT, request.api_version, True)
+        mod = payload_module(ApiKey.HEARTBEAT, request.api_version, True)
         group = self.groups.get(body.group_id)
         code = (
             ErrorCode.unknown_member_id
@@ -331,7 +296,7 @@ class GroupCoordinator:
 
     async def leave_group(self, request: Request) -> Any:
         body, version = request.body, request.api_version
-        mod = payload_module(LEAVE_GROUP, version, True)
+        mod = payload_module(ApiKey.LEAVE_GROUP, version, True)
         leaving = (
             [(m.member_id, m.group_instance_id) for m in body.members]
             if version >= 3

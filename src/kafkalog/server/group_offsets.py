@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 from kafkalog.server.group import Group
 from kafkalog.server.group_member import GroupState
@@ -34,8 +35,6 @@ from kafkalog.server.wire import Request, make, payload_module
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator
 
-OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 8, 9, 15, 16, 42
-OFFSET_DELETE = 47
 CONSUMER_PROTOCOL = "consumer"
 
 
@@ -71,7 +70,7 @@ async def _delete_offsets(
 
 async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(OFFSET_COMMIT, version, True)
+    mod = payload_module(ApiKey.OFFSET_COMMIT, version, True)
     group_id = body.group_id
     group = coord.groups.get(group_id)
     generation = body.generation_id_or_member_epoch
@@ -129,7 +128,7 @@ def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, 
 
 async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(OFFSET_FETCH, version, True)
+    mod = payload_module(ApiKey.OFFSET_FETCH, version, True)
     if version >= 8:
         groups = tuple(
             make(
@@ -153,7 +152,7 @@ async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
 
 
 async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
-    mod = payload_module(DESCRIBE_GROUPS, request.api_version, True)
+    mod = payload_module(ApiKey.DESCRIBE_GROUPS, request.api_version, True)
 
     def described(group_id: str) -> Any:
         group = coord.groups.get(group_id)
@@ -201,7 +200,7 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
 
 
 async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
-    mod = payload_module(LIST_GROUPS, request.api_version, True)
+    mod = payload_module(ApiKey.LIST_GROUPS, request.api_version, True)
     states = {s.lower() for s in getattr(request.body, "states_filter", ())}
     listed = [
         make(
@@ -234,7 +233,7 @@ def _all_offsets(coord: GroupCoordinator, group: Group) -> list[tuple[str, int]]
 
 
 async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
-    mod = payload_module(DELETE_GROUPS, request.api_version, True)
+    mod = payload_module(ApiKey.DELETE_GROUPS, request.api_version, True)
     results = []
     for group_id in request.body.groups_names:
         group: Group | None = coord.groups.get(group_id)
@@ -279,7 +278,7 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
     offsets; a live consumer group only those of topics no member subscribes to; a live group
     of another protocol none (NON_EMPTY_GROUP)."""
     body = request.body
-    mod = payload_module(OFFSET_DELETE, request.api_version, True)
+    mod = payload_module(ApiKey.OFFSET_DELETE, request.api_version, True)
     group: Group | None = coord.groups.get(body.group_id)
     top = ErrorCode.none
     if not body.group_id:

@@ -24,6 +24,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.config import LogConfig
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import (
     AUTHORIZED_OPERATIONS_OMITTED,
     NO_THROTTLE,
@@ -40,8 +41,6 @@ from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topic_name
 
 logger = logging.getLogger("kafkalog.server")
-
-METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
 
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
@@ -116,7 +115,7 @@ def _missing(mod: Any, name: str | None, code: ErrorCode) -> Any:
 
 def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(METADATA, version, True)
+    mod = payload_module(ApiKey.METADATA, version, True)
     known = ctx.manager.topics()
     wanted = body.topics
     topics: list[Any] = []
@@ -188,7 +187,7 @@ def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
 
 def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(CREATE_TOPICS, version, True)
+    mod = payload_module(ApiKey.CREATE_TOPICS, version, True)
     results = []
     for topic in body.topics:
         code, message, partitions = _create_one(ctx, topic, validate_only=body.validate_only)
@@ -255,7 +254,7 @@ def _create_one(
 
 def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(DELETE_TOPICS, version, True)
+    mod = payload_module(ApiKey.DELETE_TOPICS, version, True)
     names: list[Any] = (
         list(body.topic_names)
         if hasattr(body, "topic_names") and version < 6
@@ -287,7 +286,7 @@ def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
 def handle_create_partitions(ctx: BrokerContext, request: Request) -> Any:
     """Grow topics to ``count`` partitions (``kafka-topics --alter --partitions``)."""
     body = request.body
-    mod = payload_module(CREATE_PARTITIONS, request.api_version, True)
+    mod = payload_module(ApiKey.CREATE_PARTITIONS, request.api_version, True)
     results = []
     for topic in body.topics:
         code, message = ErrorCode.none, None

@@ -25,6 +25,7 @@ from kafkalog.errors import InvalidRecordError, KafkaLogError, UnsupportedCompre
 from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.records import MemoryRecords
 from kafkalog.records.scanner import AnyBatch
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.internal_topics import check_produce_allowed
@@ -33,7 +34,6 @@ from kafkalog.types import CompressionType
 
 logger = logging.getLogger("kafkalog.server")
 
-PRODUCE = 0
 MAGIC_V2 = 2
 
 
@@ -110,7 +110,7 @@ def _append_transactional(
 def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
     """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
     body, version = request.body, request.api_version
-    mod = payload_module(PRODUCE, version, True)
+    mod = payload_module(ApiKey.PRODUCE, version, True)
     acks = body.acks
     wrote = False
     topics = []

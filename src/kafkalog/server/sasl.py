@@ -22,12 +22,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from scramp import ScramException, ScramMechanism
 
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.scram_store import Credentials
 from kafkalog.server.security import ListenerSecurity
 from kafkalog.server.wire import Request, make, payload_module
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
-SASL_VERSIONS: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 _NO_LIFETIME = datetime.timedelta(0)
 
 
@@ -45,7 +44,7 @@ def illegal_state(request: Request) -> Any:
     """The answer to SaslHandshake or SaslAuthenticate on a listener without SASL (Kafka's
     ILLEGAL_SASL_STATE)."""
     mod = payload_module(request.api_key, request.api_version, True)
-    if request.api_key == SASL_HANDSHAKE:
+    if request.api_key == ApiKey.SASL_HANDSHAKE:
         return make(mod, "SaslHandshakeResponse", error_code=ErrorCode.illegal_sasl_state,
                     mechanisms=())  # fmt: skip
     return make(mod, "SaslAuthenticateResponse", error_code=ErrorCode.illegal_sasl_state,
@@ -71,18 +70,18 @@ class SaslSession:
     def allows(self, api_key: int) -> bool:
         """Whether a request of ``api_key`` may come now; any other closes the connection."""
         if self.authenticated:
-            return api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+            return api_key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
         if self.mechanism is None:
-            return api_key in (API_VERSIONS, SASL_HANDSHAKE)
-        return api_key == SASL_AUTHENTICATE
+            return api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+        return api_key == ApiKey.SASL_AUTHENTICATE
 
     def handle(self, request: Request) -> SaslOutcome:
-        if request.api_key == SASL_HANDSHAKE:
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
             return self._handshake(request)
         return self._authenticate(request)
 
     def _handshake(self, request: Request) -> SaslOutcome:
-        mod = payload_module(SASL_HANDSHAKE, request.api_version, True)
+        mod = payload_module(ApiKey.SASL_HANDSHAKE, request.api_version, True)
         wanted = request.body.mechanism
         enabled = self.security.mechanisms
         if wanted not in enabled:
@@ -105,7 +104,7 @@ class SaslSession:
 
     def _response(self, request: Request, code: ErrorCode, message: str | None,
                   auth: bytes) -> Any:  # fmt: skip
-        mod = payload_module(SASL_AUTHENTICATE, request.api_version, True)
+        mod = payload_module(ApiKey.SASL_AUTHENTICATE, request.api_version, True)
         return make(mod, "SaslAuthenticateResponse", error_code=code, error_message=message,
                     auth_bytes=auth, session_lifetime=_NO_LIFETIME)  # fmt: skip
 

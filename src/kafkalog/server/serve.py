@@ -15,6 +15,7 @@ import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,14 @@ from typing import Any
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.manager import LogManager
 from kafkalog.manager.server_config import ServerConfig
-from kafkalog.server.broker import Broker
+from kafkalog.server.apis import Broker, KafkaApis
 from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
+from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.producer_ids import ProducerIdManager
+from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import Transport
+from kafkalog.server.txn_coordinator import TransactionCoordinator
 from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.meta_properties import read_meta_properties
 from kafkalog.storage.partition_metadata import random_topic_id
@@ -66,6 +70,9 @@ class KafkaServer:
         self.settings = BrokerSettings.from_server_config(config)
         self.manager: LogManager | None = None
         self._transport: Transport | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._groups: GroupCoordinator | None = None
+        self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
 
@@ -94,8 +101,13 @@ class KafkaServer:
             context.broker_properties = self.config.properties
             if self.settings.security.sasl:
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
-            transport = Transport(Broker(context))
-            await transport.start()
+            apis = await self._build(context)
+            transport = Transport(apis)
+            try:
+                await transport.start()
+            except BaseException:
+                await self._stop_coordinators()
+                raise
         except BaseException:
             await loop.run_in_executor(None, manager.close)
             raise
@@ -125,11 +137,42 @@ class KafkaServer:
             ",".join(str(d) for d in self.config.log_dirs),
         )
 
+    async def _build(self, context: BrokerContext) -> KafkaApis:
+        """Everything a broker runs, once per process: the worker pool, the coordinators
+        (loaded from their internal topics), the fetch purgatory and the request door."""
+        pool = self._pool = ThreadPoolExecutor(
+            self.settings.io_threads, thread_name_prefix="kafkalog-io"
+        )
+        loop = asyncio.get_running_loop()
+
+        async def run(fn: Any, *args: Any) -> Any:
+            return await loop.run_in_executor(pool, fn, *args)
+
+        groups = self._groups = GroupCoordinator(context, run)
+        transactions = self._transactions = TransactionCoordinator(context, run, groups)
+        purgatory = FetchPurgatory(context, pool)
+        purgatory.start()
+        await groups.start()
+        await transactions.start()
+        context.transactions = transactions
+        return KafkaApis(Broker(context), groups, transactions, purgatory, run)
+
+    async def _stop_coordinators(self) -> None:
+        if self._transactions is not None:
+            await self._transactions.stop()
+        if self._groups is not None:
+            await self._groups.stop()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._groups = self._transactions = None
+        self._pool = None
+
     async def stop(self) -> None:
         transport, manager = self._transport, self.manager
         self._transport = None
         if transport is not None:
             await transport.close()
+        await self._stop_coordinators()
         if manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, manager.close)
             logger.info("kafkalog serve stopped; the logs were closed cleanly")

@@ -1,47 +1,28 @@
-"""The asyncio transport of ``kafkalog serve``: sockets in, the protocol core, sockets out.
+"""The asyncio transport of ``kafkalog serve``: one listener's sockets in and out.
 
-Why: the event loop only moves bytes; decoding a request, running it against the logs and
-encoding the answer happen on ``num.io.threads`` worker threads, so a slow append or a large
-fetch never stalls other connections. Each connection's requests are answered one at a time, in
-order, as Kafka's broker mutes a channel until its response is sent. A fetch that found fewer
-than ``min_bytes`` waits for the next append or for ``max_wait_ms`` (Kafka's DelayedFetch).
+Why: the event loop only moves bytes. Each frame goes to the one request door
+(``KafkaApis.handle``), which decodes it, checks it, runs it where its API runs and encodes
+the answer; the transport writes that answer back, a Fetch's file slices with ``sendfile``.
+Each connection's requests are answered one at a time, in order, as Kafka's broker mutes a
+channel until its response is sent; ``queued.max.requests`` bounds the frames read and not
+answered across all connections, and a fetch parked for data holds no slot of it.
 
-Refuses: frames over ``socket.request.max.bytes`` and requests it cannot parse: it logs why
-and closes that connection, as Kafka does. One connection's failure never stops the server.
+Refuses: frames over ``socket.request.max.bytes`` (``sasl.server.max.receive.size`` before
+login) and requests the door cannot parse: it logs why and closes that connection, as Kafka
+does. One connection's failure never stops the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
 
 from kafkalog.errors import InvalidConfigError
-from kafkalog.server import txn_apis
-from kafkalog.server.broker import INIT_PRODUCER_ID, SUPPORTED_VERSIONS, Broker
-from kafkalog.server.fetch import FETCH, FetchResult
-from kafkalog.server.fetch_response import FetchFrame, OpenSlice, encode_fetch_response
-from kafkalog.server.group_coordinator import GroupCoordinator
-from kafkalog.server.sasl import SASL_VERSIONS, SaslSession, illegal_state
-from kafkalog.server.txn_apis import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    DESCRIBE_TRANSACTIONS,
-    END_TXN,
-    LIST_TRANSACTIONS,
-    TXN_OFFSET_COMMIT,
-)
-from kafkalog.server.txn_coordinator import TransactionCoordinator
-from kafkalog.server.wire import (
-    FrameReader,
-    InvalidRequestError,
-    Request,
-    decode_request,
-    encode_response,
-    unsupported_api_versions,
-)
+from kafkalog.server.apis import AuthenticationFailedError, KafkaApis
+from kafkalog.server.fetch_response import FetchFrame, OpenSlice
+from kafkalog.server.sasl import SaslSession
+from kafkalog.server.wire import FrameReader, InvalidRequestError
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -53,82 +34,39 @@ READ_CHUNK = 1 << 16
 READ_AHEAD = 1
 
 
-class AuthenticationFailedError(ConnectionError):
-    """A client failed SASL: its connection is closed once ``response`` is sent."""
-
-    def __init__(self, response: bytes) -> None:
-        super().__init__("SASL authentication failed")
-        self.response = response
-
-
-class AppendSignal:
-    """Wakes waiting fetches after an append. ``notify`` may be called from any thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._future: asyncio.Future[None] = loop.create_future()
-
-    def current(self) -> asyncio.Future[None]:
-        return self._future
-
-    def notify(self) -> None:
-        self._loop.call_soon_threadsafe(self._wake)
-
-    def _wake(self) -> None:
-        future, self._future = self._future, self._loop.create_future()
-        future.set_result(None)
-
-
 class Transport:
-    """Serves one listener. Start with ``start()``; ``close()`` stops accepting, drops the
-    connections and waits for the requests in progress."""
+    """Serves one listener for the request door ``apis``. Start with ``start()``; ``close()``
+    stops accepting, drops the connections and waits for the requests in progress."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        settings = broker.context.settings
+    def __init__(self, apis: KafkaApis) -> None:
+        self.apis = apis
+        self.context = apis.context
+        settings = self.context.settings
         self._max_request = settings.max_request_bytes
         # queued.max.requests: frames read and not yet answered, across all connections
         self._slots = asyncio.Semaphore(settings.queued_max_requests)
         self.queued_requests = 0
-        self._pool = ThreadPoolExecutor(settings.io_threads, thread_name_prefix="kafkalog-io")
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_address: dict[str, int] = {}  # open connections by client address
-        self.parked_fetches = 0  # fetches waiting for data, holding no request slot
-        self._signal: AppendSignal | None = None
-        self.groups = GroupCoordinator(broker.context, self._run)
-        self.transactions = TransactionCoordinator(broker.context, self._run, self.groups)
-        txns = self.transactions
-        self._coordinated: dict[int, Callable[[Request], Awaitable[Any]]] = {
-            ADD_PARTITIONS_TO_TXN: lambda r: txn_apis.add_partitions_to_txn(txns, r),
-            ADD_OFFSETS_TO_TXN: lambda r: txn_apis.add_offsets_to_txn(txns, r),
-            END_TXN: lambda r: txn_apis.end_txn(txns, r),
-            TXN_OFFSET_COMMIT: lambda r: txn_apis.txn_offset_commit(self.groups, txns, r),
-            LIST_TRANSACTIONS: lambda r: txn_apis.list_transactions(txns, r),
-            DESCRIBE_TRANSACTIONS: lambda r: txn_apis.describe_transactions(txns, r),
-        }
         self.port = 0
 
+    @property
+    def parked_fetches(self) -> int:
+        """Fetches waiting for data, holding no request slot."""
+        return self.apis.purgatory.parked
+
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._signal = AppendSignal(loop)
-        self.broker.context.on_append = self._signal.notify
-        listener = self.broker.context.settings.listener
-        await self.groups.start()
-        await self.transactions.start()
-        self.broker.context.transactions = self.transactions
+        listener = self.context.settings.listener
         try:
             self._server = await asyncio.start_server(
                 self._accept,
                 listener.host or None,
                 listener.port,
                 reuse_address=True,
-                ssl=self.broker.context.settings.security.ssl_context,
+                ssl=self.context.settings.security.ssl_context,
             )
         except OSError as err:
-            await self.transactions.stop()
-            await self.groups.stop()
-            self._pool.shutdown(wait=False)
             raise InvalidConfigError(
                 "listeners", f"cannot listen on {listener.url()}: {err.strerror or err}"
             ) from err
@@ -141,15 +79,12 @@ class Transport:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        await self.transactions.stop()
-        await self.groups.stop()
-        self._pool.shutdown(wait=True)
 
     def _over_limit(self, address: str) -> str | None:
         """Why a new connection from ``address`` is one too many (Kafka's
         ConnectionQuotas), or None. Refused connections are closed at once: one client's
         thousands of sockets may not take what the others need."""
-        settings = self.broker.context.settings
+        settings = self.context.settings
         if len(self._connections) >= settings.max_connections:
             return f"max.connections ({settings.max_connections}) reached"
         limit = settings.max_connections_per_ip_overrides.get(
@@ -198,7 +133,7 @@ class Transport:
         closed channel's responses; an append already running on a worker thread completes."""
         queue: asyncio.Queue[bytes] = asyncio.Queue(READ_AHEAD)
         held = [0]  # this connection's share of queued.max.requests
-        context = self.broker.context
+        context = self.context
         security = context.settings.security
         session = SaslSession(security, context.scram_credentials) if security.sasl else None
         active = _Activity(asyncio.get_running_loop())
@@ -234,7 +169,7 @@ class Transport:
         while a SASL client has not authenticated (CVE-2022-34917: before login nobody may make
         the server hold a large buffer). A connection with no bytes in or out for
         ``connections.max.idle.ms`` is closed, a half-sent frame's too (Kafka's Selector)."""
-        settings = self.broker.context.settings
+        settings = self.context.settings
         frames = FrameReader(self._max_request)
         while data := await reader.read(READ_CHUNK):
             active.touch()
@@ -266,13 +201,13 @@ class Transport:
             release = _Slot(held, self._release_slot).release
             try:
                 try:
-                    response = await self._respond(frame, session, release)
+                    response = await self.apis.handle(frame, session, release)
                 except AuthenticationFailedError as failed:
                     release()
                     writer.write(failed.response)  # Kafka's error and message, then close
                     await writer.drain()
                     # connection.failed.authentication.delay.ms: a guesser's next try waits
-                    delay = self.broker.context.settings.failed_authentication_delay_ms
+                    delay = self.context.settings.failed_authentication_delay_ms
                     await asyncio.sleep(delay / 1000)
                     raise
                 if isinstance(response, FetchFrame):
@@ -301,94 +236,6 @@ class Transport:
             if sent != part.size:  # the file was cut under us: the frame cannot be finished
                 raise ConnectionError(f"sent {sent} of {part.size} fetched bytes")
         await writer.drain()
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def _respond(
-        self, frame: bytes, session: SaslSession | None, park: Callable[[], None]
-    ) -> bytes | FetchFrame | None:
-        request = await self._run(decode_request, frame, SUPPORTED_VERSIONS)
-        if request.body is None:
-            return unsupported_api_versions(request, SUPPORTED_VERSIONS)
-        if session is not None and not session.allows(request.api_key):
-            state = "after" if session.authenticated else "before"
-            raise InvalidRequestError(
-                f"unexpected request of API {request.api_key} {state} SASL authentication"
-            )
-        if request.api_key in SASL_VERSIONS:
-            if session is None:
-                return encode_response(request, illegal_state(request))
-            outcome = session.handle(request)
-            answer = encode_response(request, outcome.body)
-            if outcome.close:
-                raise AuthenticationFailedError(answer)
-            return answer
-        if request.api_key == FETCH:
-            return await self._fetch(request, park)
-        if self.groups.handles(request.api_key):
-            return encode_response(request, await self.groups.handle(request))
-        coordinated = self._coordinated.get(request.api_key)
-        if coordinated is not None:
-            return encode_response(request, await coordinated(request))
-        if request.api_key == INIT_PRODUCER_ID and request.body.transactional_id is not None:
-            body = await txn_apis.init_producer_id(self.transactions, request)
-            return encode_response(request, body)
-        response: bytes | None = await self._run(self._handle, request)
-        return response
-
-    def _handle(self, request: Request) -> bytes | None:
-        body = self.broker.handle(request)
-        return None if body is None else encode_response(request, body)
-
-    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, FetchFrame | None]:
-        result = self.broker.fetch(request, final=final)
-        if not result.satisfied:
-            result.close()
-            return result, None
-        try:
-            return result, encode_fetch_response(
-                request.correlation_id, request.api_version, result.response
-            )
-        except BaseException:
-            result.close()
-            raise
-
-    async def _fetch(self, request: Request, park: Callable[[], None]) -> FetchFrame:
-        loop = asyncio.get_running_loop()
-        assert self._signal is not None
-        woken = self._signal.current()
-        encoded: FetchFrame | None
-        result, encoded = await self._fetch_in_worker(request, False)
-        if encoded is not None:
-            return encoded
-        park()
-        self.parked_fetches += 1
-        try:
-            deadline = loop.time() + result.max_wait_ms / 1000
-            while encoded is None:
-                remaining = deadline - loop.time()
-                if remaining > 0:  # asyncio.wait: it neither cancels the shared future nor
-                    await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
-                woken = self._signal.current()
-                result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
-            return encoded
-        finally:
-            self.parked_fetches -= 1
-
-    async def _fetch_in_worker(
-        self, request: Request, final: bool
-    ) -> tuple[FetchResult, FetchFrame | None]:
-        """A fetch on a worker thread. If the client goes while it runs, the worker still
-        finishes, and the descriptors it took are closed then rather than leaked."""
-        future = asyncio.get_running_loop().run_in_executor(
-            self._pool, self._fetch_once, request, final
-        )
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            future.add_done_callback(_close_abandoned)
-            raise
 
 
 class _Slot:
@@ -422,8 +269,3 @@ class _Activity:
         while (remaining := self.last + idle_s - self.loop.time()) > 0:
             await asyncio.sleep(remaining)
         raise ConnectionError(f"idle for connections.max.idle.ms ({idle_s * 1000:.0f})")
-
-
-def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        future.result()[0].close()

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kafkalog import records
 from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.group_member import wall_clock_ms
@@ -42,17 +43,6 @@ if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator
     from kafkalog.server.txn_coordinator import TransactionCoordinator
 
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
-TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 28, 65, 66
-TRANSACTION_VERSIONS: dict[int, tuple[int, int]] = {
-    ADD_PARTITIONS_TO_TXN: (0, 3),
-    ADD_OFFSETS_TO_TXN: (0, 3),
-    END_TXN: (0, 4),
-    TXN_OFFSET_COMMIT: (0, 3),
-    DESCRIBE_TRANSACTIONS: (0, 0),
-    LIST_TRANSACTIONS: (0, 1),
-}
-
 
 def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
     if code is ErrorCode.producer_fenced and version < first_version:
@@ -62,7 +52,7 @@ def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
 
 async def init_producer_id(txns: TransactionCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(INIT_PRODUCER_ID, version, True)
+    mod = payload_module(ApiKey.INIT_PRODUCER_ID, version, True)
     code, pid, epoch = await txns.init_producer_id(
         body.transactional_id,
         int(body.transaction_timeout.total_seconds() * 1000),
@@ -81,7 +71,7 @@ async def init_producer_id(txns: TransactionCoordinator, request: Request) -> An
 
 async def add_partitions_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(ADD_PARTITIONS_TO_TXN, version, True)
+    mod = payload_module(ApiKey.ADD_PARTITIONS_TO_TXN, version, True)
     wanted = [(t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions]
     codes = await txns.add_partitions(
         body.v3_and_below_transactional_id,
@@ -124,7 +114,7 @@ def _offsets_partition(txns: TransactionCoordinator, group_id: str) -> int:
 
 async def add_offsets_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(ADD_OFFSETS_TO_TXN, version, True)
+    mod = payload_module(ApiKey.ADD_OFFSETS_TO_TXN, version, True)
     if not body.group_id:
         code = ErrorCode.invalid_group_id
     else:
@@ -145,7 +135,7 @@ async def add_offsets_to_txn(txns: TransactionCoordinator, request: Request) -> 
 
 async def end_txn(txns: TransactionCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(END_TXN, version, True)
+    mod = payload_module(ApiKey.END_TXN, version, True)
     code = await txns.end_transaction(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed
     )
@@ -180,7 +170,7 @@ async def txn_offset_commit(
     groups: GroupCoordinator, txns: TransactionCoordinator, request: Request
 ) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(TXN_OFFSET_COMMIT, version, True)
+    mod = payload_module(ApiKey.TXN_OFFSET_COMMIT, version, True)
     group_id = body.group_id
     generation = getattr(body, "generation_id", -1)
     member_id = getattr(body, "member_id", "")
@@ -213,7 +203,7 @@ async def txn_offset_commit(
 
 async def list_transactions(txns: TransactionCoordinator, request: Request) -> Any:
     body, version = request.body, request.api_version
-    mod = payload_module(LIST_TRANSACTIONS, version, True)
+    mod = payload_module(ApiKey.LIST_TRANSACTIONS, version, True)
     states = set(body.state_filters)
     producers = set(body.producer_id_filters)
     longer_than = getattr(body, "duration_filter", -1)
@@ -251,7 +241,7 @@ _STATE_NAMES = {
 
 
 async def describe_transactions(txns: TransactionCoordinator, request: Request) -> Any:
-    mod = payload_module(DESCRIBE_TRANSACTIONS, request.api_version, True)
+    mod = payload_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version, True)
 
     def described(transactional_id: str) -> Any:
         meta = txns.transactions.get(transactional_id)

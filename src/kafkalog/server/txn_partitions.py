@@ -17,19 +17,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.error_codes import error_code
 from kafkalog.server.wire import Request, make, payload_module
 
-WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 27, 61
-PARTITION_TXN_VERSIONS: dict[int, tuple[int, int]] = {
-    WRITE_TXN_MARKERS: (1, 1),
-    DESCRIBE_PRODUCERS: (0, 0),
-}
-
 
 def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(DESCRIBE_PRODUCERS, request.api_version, True)
+    mod = payload_module(ApiKey.DESCRIBE_PRODUCERS, request.api_version, True)
 
     def partition(topic: str, index: int) -> Any:
         try:
@@ -84,7 +79,7 @@ def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
 
 
 def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(WRITE_TXN_MARKERS, request.api_version, True)
+    mod = payload_module(ApiKey.WRITE_TXN_MARKERS, request.api_version, True)
     results = []
     wrote = False
     for marker in request.body.markers:

@@ -38,9 +38,9 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
 from kafkalog.errors import KafkaLogError
+from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.frame_guard import check_frame
 
-API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")  # the fields every header version starts with
 
@@ -167,7 +167,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     if span is None:
         raise InvalidRequestError(f"unknown or unsupported API key {api_key}")
     if not span[0] <= version <= span[1]:
-        if api_key == API_VERSIONS_KEY:
+        if api_key == ApiKey.API_VERSIONS:
             return Request(api_key, version, correlation_id, None, None)
         raise InvalidRequestError(
             f"API key {api_key} version {version} is not supported (versions {span[0]}-{span[1]})"
@@ -229,7 +229,7 @@ def encode_response(request: Request, body: Any) -> bytes:
     header version 0, so that a client can read one before it knows the broker's versions."""
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
-    flexible = request.api_key != API_VERSIONS_KEY and is_flexible(
+    flexible = request.api_key != ApiKey.API_VERSIONS and is_flexible(
         request.api_key, request.api_version
     )
     if flexible:
@@ -250,7 +250,7 @@ def api_versions_body(
     version: int, code: ErrorCode, supported: dict[int, tuple[int, int]], **extra: Any
 ) -> Any:
     """An ApiVersionsResponse of ``version`` listing ``supported``."""
-    module = payload_module(API_VERSIONS_KEY, version, True)
+    module = payload_module(ApiKey.API_VERSIONS, version, True)
     return make(
         module,
         "ApiVersionsResponse",
@@ -268,5 +268,5 @@ def unsupported_api_versions(request: Request, supported: dict[int, tuple[int, i
     response with UNSUPPORTED_VERSION and the versions it does, so the client retries lower."""
     body = api_versions_body(0, ErrorCode.unsupported_version, supported)
     return encode_response(
-        Request(API_VERSIONS_KEY, 0, request.correlation_id, request.client_id, None), body
+        Request(ApiKey.API_VERSIONS, 0, request.correlation_id, request.client_id, None), body
     )

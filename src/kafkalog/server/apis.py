@@ -1,0 +1,271 @@
+"""The one door of ``kafkalog serve``: every API it answers, its versions, where its handler
+runs, and the dispatch every request goes through (Kafka's ``KafkaApis``).
+
+Why: a request is routed once, from one table; ApiVersions advertises exactly that table (a
+client picks versions from it), and the checks every request must pass -- the SASL state of
+its connection now, authorization later -- sit in ``KafkaApis.handle``, where no API can go
+around them. Handlers stay plain functions of (context, request), or coroutines of a
+coordinator, testable without a socket.
+
+Refuses: a second dispatch table anywhere (the transport only moves bytes, the coordinators
+only keep state), and letting a handler's unexpected exception out as anything but the close
+of that request's connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.server import group_offsets, txn_apis
+from kafkalog.server.admin import (
+    handle_delete_records,
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_offset_for_leader_epoch,
+)
+from kafkalog.server.api_keys import ApiKey
+from kafkalog.server.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.fetch import FetchResult, handle_fetch, handle_list_offsets
+from kafkalog.server.fetch_response import FetchFrame
+from kafkalog.server.metadata import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_metadata,
+)
+from kafkalog.server.produce import handle_produce
+from kafkalog.server.purgatory import FetchPurgatory
+from kafkalog.server.sasl import SaslSession, illegal_state
+from kafkalog.server.txn_partitions import handle_describe_producers, handle_write_txn_markers
+from kafkalog.server.wire import (
+    InvalidRequestError,
+    Request,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    make,
+    payload_module,
+    unsupported_api_versions,
+)
+
+if TYPE_CHECKING:
+    from kafkalog.server.group_coordinator import GroupCoordinator
+    from kafkalog.server.txn_coordinator import TransactionCoordinator
+
+logger = logging.getLogger("kafkalog.server")
+
+
+class RunsOn(enum.Enum):
+    """Where an API's handler runs."""
+
+    WORKER = "worker"  # a function of (context, request) on a num.io.threads worker
+    LOOP = "loop"  # a coroutine on the event loop (the coordinators' state lives there)
+    CONNECTION = "connection"  # the connection's SASL session answers it
+    PURGATORY = "purgatory"  # Fetch: on a worker, parked on the loop while it waits for data
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: ApiKey
+    versions: tuple[int, int]  # lowest and highest served
+    runs_on: RunsOn
+    # WORKER: (context, request) -> body or None; LOOP: (apis, request) -> awaitable body
+    handler: Callable[..., Any] | None = None
+
+
+def handle_api_versions(ctx: BrokerContext, request: Request) -> Any:
+    return api_versions_body(
+        request.api_version, ErrorCode.none, SUPPORTED_VERSIONS, throttle_time=NO_THROTTLE
+    )
+
+
+def handle_init_producer_id(ctx: BrokerContext, request: Request) -> Any:
+    """An idempotent producer's id (epoch 0), fresh on every call as Kafka's coordinator does
+    for a producer without ``transactional.id`` (one with it goes to the coordinator)."""
+    mod = payload_module(ApiKey.INIT_PRODUCER_ID, request.api_version, True)
+    return make(
+        mod,
+        "InitProducerIdResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        producer_id=ctx.producer_ids.generate(),
+        producer_epoch=0,
+    )
+
+
+async def _init_producer_id(apis: KafkaApis, request: Request) -> Any:
+    if request.body.transactional_id is not None:
+        return await txn_apis.init_producer_id(apis.transactions, request)
+    return await apis.run(handle_init_producer_id, apis.context, request)
+
+
+_W, _L = RunsOn.WORKER, RunsOn.LOOP
+API_TABLE: tuple[Api, ...] = (
+    Api(ApiKey.PRODUCE, (3, 11), _W, handle_produce),
+    Api(ApiKey.FETCH, (4, 12), RunsOn.PURGATORY),
+    Api(ApiKey.LIST_OFFSETS, (1, 7), _W, handle_list_offsets),
+    Api(ApiKey.METADATA, (0, 12), _W, handle_metadata),
+    Api(ApiKey.API_VERSIONS, (0, 4), _W, handle_api_versions),
+    Api(ApiKey.CREATE_TOPICS, (2, 7), _W, handle_create_topics),
+    Api(ApiKey.CREATE_PARTITIONS, (0, 3), _W, handle_create_partitions),
+    Api(ApiKey.DELETE_TOPICS, (1, 6), _W, handle_delete_topics),
+    Api(ApiKey.DELETE_RECORDS, (0, 2), _W, handle_delete_records),
+    Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), _W, handle_offset_for_leader_epoch),
+    Api(ApiKey.DESCRIBE_LOG_DIRS, (1, 4), _W, handle_describe_log_dirs),
+    Api(ApiKey.DESCRIBE_CLUSTER, (0, 1), _W, handle_describe_cluster),
+    Api(ApiKey.DESCRIBE_CONFIGS, (1, 4), _W, handle_describe_configs),
+    Api(ApiKey.ALTER_CONFIGS, (0, 2), _W, handle_alter_configs),
+    Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), _W, handle_incremental_alter_configs),
+    Api(ApiKey.DESCRIBE_PRODUCERS, (0, 0), _W, handle_describe_producers),
+    Api(ApiKey.WRITE_TXN_MARKERS, (1, 1), _W, handle_write_txn_markers),
+    Api(ApiKey.INIT_PRODUCER_ID, (0, 4), _L, _init_producer_id),
+    # the group coordinator
+    Api(ApiKey.FIND_COORDINATOR, (0, 4), _L, lambda a, r: a.groups.find_coordinator(r)),
+    Api(ApiKey.JOIN_GROUP, (0, 9), _L, lambda a, r: a.groups.join_group(r)),
+    Api(ApiKey.SYNC_GROUP, (0, 5), _L, lambda a, r: a.groups.sync_group(r)),
+    Api(ApiKey.HEARTBEAT, (0, 4), _L, lambda a, r: a.groups.heartbeat(r)),
+    Api(ApiKey.LEAVE_GROUP, (0, 5), _L, lambda a, r: a.groups.leave_group(r)),
+    Api(ApiKey.OFFSET_COMMIT, (2, 8), _L, lambda a, r: group_offsets.offset_commit(a.groups, r)),
+    Api(ApiKey.OFFSET_FETCH, (1, 8), _L, lambda a, r: group_offsets.offset_fetch(a.groups, r)),
+    Api(
+        ApiKey.DESCRIBE_GROUPS, (0, 5), _L, lambda a, r: group_offsets.describe_groups(a.groups, r)
+    ),
+    Api(ApiKey.LIST_GROUPS, (0, 4), _L, lambda a, r: group_offsets.list_groups(a.groups, r)),
+    Api(ApiKey.DELETE_GROUPS, (0, 2), _L, lambda a, r: group_offsets.delete_groups(a.groups, r)),
+    Api(ApiKey.OFFSET_DELETE, (0, 0), _L, lambda a, r: group_offsets.offset_delete(a.groups, r)),
+    # the transaction coordinator
+    Api(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        (0, 3),
+        _L,
+        lambda a, r: txn_apis.add_partitions_to_txn(a.transactions, r),
+    ),
+    Api(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        (0, 3),
+        _L,
+        lambda a, r: txn_apis.add_offsets_to_txn(a.transactions, r),
+    ),
+    Api(ApiKey.END_TXN, (0, 4), _L, lambda a, r: txn_apis.end_txn(a.transactions, r)),
+    Api(
+        ApiKey.TXN_OFFSET_COMMIT,
+        (0, 3),
+        _L,
+        lambda a, r: txn_apis.txn_offset_commit(a.groups, a.transactions, r),
+    ),
+    Api(
+        ApiKey.LIST_TRANSACTIONS,
+        (0, 1),
+        _L,
+        lambda a, r: txn_apis.list_transactions(a.transactions, r),
+    ),
+    Api(
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        (0, 0),
+        _L,
+        lambda a, r: txn_apis.describe_transactions(a.transactions, r),
+    ),
+    # the connection's SASL session
+    Api(ApiKey.SASL_HANDSHAKE, (1, 1), RunsOn.CONNECTION),
+    Api(ApiKey.SASL_AUTHENTICATE, (0, 2), RunsOn.CONNECTION),
+)
+APIS: dict[int, Api] = {api.key: api for api in API_TABLE}
+# API key -> (lowest, highest) version served: what ApiVersions answers
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {api.key: api.versions for api in API_TABLE}
+assert len(APIS) == len(API_TABLE), "an API is declared twice"
+
+
+class Broker:
+    """The WORKER and PURGATORY handlers over one context, without a loop (tests, and the
+    workers of KafkaApis). Thread-safe: handlers share only the LogManager (which is) and the
+    producer-id allocator (which locks)."""
+
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+
+    def handle(self, request: Request) -> Any | None:
+        """The response body; None when the request takes no response (Produce with acks=0)."""
+        api = APIS[request.api_key]
+        if api.runs_on is not RunsOn.WORKER or api.handler is None:
+            raise ValueError(f"API {api.key.name} runs on {api.runs_on.value}, not a worker")
+        return api.handler(self.context, request)
+
+    def fetch(self, request: Request, *, final: bool = False) -> FetchResult:
+        return handle_fetch(self.context, request, final=final)
+
+
+class AuthenticationFailedError(ConnectionError):
+    """A client failed SASL: its connection is closed once ``response`` is sent."""
+
+    def __init__(self, response: bytes) -> None:
+        super().__init__("SASL authentication failed")
+        self.response = response
+
+
+class KafkaApis:
+    """Every request enters here once its frame is cut: decoded, checked against its
+    connection's state, run where its API runs, encoded. ``run`` runs a function on a
+    ``num.io.threads`` worker."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        groups: GroupCoordinator,
+        transactions: TransactionCoordinator,
+        purgatory: FetchPurgatory,
+        run: Callable[..., Awaitable[Any]],
+    ) -> None:
+        self.broker = broker
+        self.context = broker.context
+        self.groups = groups
+        self.transactions = transactions
+        self.purgatory = purgatory
+        self.run = run
+
+    async def handle(
+        self, frame: bytes, session: SaslSession | None, park: Callable[[], None]
+    ) -> bytes | FetchFrame | None:
+        """The response frame for one request frame (None: the request takes none).
+        ``session`` is the connection's SASL state (None on a listener without SASL); ``park``
+        tells the connection its request waits without a request slot. Raises
+        InvalidRequestError for a request that must close the connection, and
+        AuthenticationFailedError once a failed login's answer is ready."""
+        request = await self.run(decode_request, frame, SUPPORTED_VERSIONS)
+        if request.body is None:
+            return unsupported_api_versions(request, SUPPORTED_VERSIONS)
+        if session is not None and not session.allows(request.api_key):
+            state = "after" if session.authenticated else "before"
+            raise InvalidRequestError(
+                f"unexpected request of API {request.api_key} {state} SASL authentication"
+            )
+        api = APIS[request.api_key]
+        if api.runs_on is RunsOn.CONNECTION:
+            if session is None:
+                return encode_response(request, illegal_state(request))
+            outcome = session.handle(request)
+            answer = encode_response(request, outcome.body)
+            if outcome.close:
+                raise AuthenticationFailedError(answer)
+            return answer
+        if api.runs_on is RunsOn.PURGATORY:
+            return await self.purgatory.fetch(request, park)
+        if api.runs_on is RunsOn.WORKER:
+            response: bytes | None = await self.run(self._on_worker, request)
+            return response
+        assert api.handler is not None
+        return encode_response(request, await api.handler(self, request))
+
+    def _on_worker(self, request: Request) -> bytes | None:
+        body = self.broker.handle(request)
+        return None if body is None else encode_response(request, body)

@@ -1,0 +1,109 @@
+"""Fetches that wait for data (Kafka's DelayedFetch in the fetch purgatory).
+
+Why: a consumer's Fetch with ``min_bytes`` not yet available waits up to ``max_wait_ms`` for an
+append. While it waits it is parked here, on the event loop, holding no worker and no request
+slot (the request door tells its connection it has parked), and it is tried again on a worker
+after each append and once more when its time is up. Refuses: holding anything of the files
+between tries (a try that finds too little closes what it opened) and leaking descriptors of a
+try whose client went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from kafkalog.server.context import BrokerContext
+from kafkalog.server.fetch import FetchResult, handle_fetch
+from kafkalog.server.fetch_response import FetchFrame, encode_fetch_response
+from kafkalog.server.wire import Request
+
+
+class AppendSignal:
+    """Wakes waiting fetches after an append. ``notify`` may be called from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def current(self) -> asyncio.Future[None]:
+        return self._future
+
+    def notify(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        future, self._future = self._future, self._loop.create_future()
+        future.set_result(None)
+
+
+class FetchPurgatory:
+    """Runs Fetch requests, parking those that must wait. Lives on the event loop; ``start``
+    there before the first fetch."""
+
+    def __init__(self, context: BrokerContext, pool: Executor) -> None:
+        self._context = context
+        self._pool = pool
+        self._signal: AppendSignal | None = None
+        self.parked = 0  # fetches waiting for data now
+
+    def start(self) -> None:
+        self._signal = AppendSignal(asyncio.get_running_loop())
+        self._context.on_append = self._signal.notify
+
+    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, FetchFrame | None]:
+        result = handle_fetch(self._context, request, final=final)
+        if not result.satisfied:
+            result.close()
+            return result, None
+        try:
+            return result, encode_fetch_response(
+                request.correlation_id, request.api_version, result.response
+            )
+        except BaseException:
+            result.close()
+            raise
+
+    async def fetch(self, request: Request, park: Callable[[], None]) -> FetchFrame:
+        """The Fetch's response frame, once it has ``min_bytes`` or its time is up; ``park``
+        is called when it starts to wait."""
+        loop = asyncio.get_running_loop()
+        assert self._signal is not None, "start the purgatory first"
+        woken = self._signal.current()
+        encoded: FetchFrame | None
+        result, encoded = await self._fetch_in_worker(request, False)
+        if encoded is not None:
+            return encoded
+        park()
+        self.parked += 1
+        try:
+            deadline = loop.time() + result.max_wait_ms / 1000
+            while encoded is None:
+                remaining = deadline - loop.time()
+                if remaining > 0:  # asyncio.wait: it neither cancels the shared future nor
+                    await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
+                woken = self._signal.current()
+                result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
+            return encoded
+        finally:
+            self.parked -= 1
+
+    async def _fetch_in_worker(
+        self, request: Request, final: bool
+    ) -> tuple[FetchResult, FetchFrame | None]:
+        """A try on a worker thread. If the client goes while it runs, the worker still
+        finishes, and the descriptors it took are closed then rather than leaked."""
+        future = asyncio.get_running_loop().run_in_executor(
+            self._pool, self._fetch_once, request, final
+        )
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_close_abandoned)
+            raise
+
+
+def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
+    if not future.cancelled() and future.exception() is None:
+        future.result()[0].close()
