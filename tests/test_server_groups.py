@@ -431,7 +431,7 @@ def _subscription(*topics: str) -> bytes:
 
 
 def test_which_offsets_expire_follows_kip_211() -> None:
-    from kafkalog.server.group_offsets import expired_offsets
+    from kafkalog.server.offsets_retention import expired_offsets
 
     day = 86_400_000
 
@@ -466,8 +466,6 @@ def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: 
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata as CommitOffset
 
-    from kafkalog.server.group_offsets import expire_offsets
-
     with serve(tmp_path, overrides=FAST_GROUPS) as server:
         bs = server.bootstrap_servers
         _produce(bs, "e", 3)
@@ -484,7 +482,7 @@ def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: 
             coordinator.groups["recent"].offsets[("e", 0)], commit_timestamp=old + 8 * 86_400_000
         )
         week = 7 * 86_400_000
-        run = asyncio.run_coroutine_threadsafe(expire_offsets(coordinator, old + week), server.loop)
+        run = asyncio.run_coroutine_threadsafe(coordinator.expire_offsets(old + week), server.loop)
         assert run.result(30) == 1
         assert "old" not in coordinator.groups and "recent" in coordinator.groups
     with serve(tmp_path, overrides=FAST_GROUPS) as server:

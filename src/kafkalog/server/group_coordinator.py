@@ -23,21 +23,23 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
-from kafkalog.server import group_offsets
 from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.group import Group
-from kafkalog.server.group_member import JoinRequest, wall_clock_ms
+from kafkalog.server.group_member import GroupState, JoinRequest, wall_clock_ms
 from kafkalog.server.group_metadata import restore
 from kafkalog.server.internal_topics import ensure_internal_topic
+from kafkalog.server.offsets_retention import expired_offsets
 from kafkalog.server.offsets_topic import (
     OFFSETS_TOPIC,
     GroupOffsets,
     StoredGroup,
     append_offset_records,
+    drop_staged,
     group_metadata_key,
     group_metadata_value,
     load_offsets,
+    offset_commit_key,
     settle,
 )
 from kafkalog.server.txn_log import TRANSACTION_TOPIC
@@ -108,7 +110,7 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(self.ctx.settings.offsets_retention_check_interval_ms / 1000)
             try:
-                count = await group_offsets.expire_offsets(self, wall_clock_ms())
+                count = await self.expire_offsets(wall_clock_ms())
             except KafkaLogError:
                 logger.exception("could not expire old committed offsets; trying again later")
                 continue
@@ -143,6 +145,55 @@ class GroupCoordinator:
         partitions = self.ctx.settings.offsets_partitions
         async with self.commit_lock:
             await self.run(append_offset_records, self.ctx.manager, group_id, [row], partitions)
+
+    # --- the group's records in __consumer_offsets ---------------------------------------------
+
+    def append_offsets(self, group_id: str, rows: list[tuple[bytes, bytes | None]]) -> int:
+        """Write commit records (or tombstones) to the group's ``__consumer_offsets``
+        partition (on a worker); the first one's offset."""
+        return append_offset_records(
+            self.ctx.manager, group_id, rows, self.ctx.settings.offsets_partitions
+        )
+
+    async def delete_offsets(
+        self, group: Group, tps: list[tuple[str, int]], whole_group: bool = False
+    ) -> None:
+        """Tombstone ``tps`` of ``group`` in ``__consumer_offsets`` (and its GroupMetadata
+        when ``whole_group``), then forget them: a deletion is durable before anyone is told
+        (DeleteGroups, OffsetDelete, expiry)."""
+        if not tps and not whole_group:
+            return
+        async with self.commit_lock:
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (offset_commit_key(group.group_id, *tp), None) for tp in tps
+            ]
+            if whole_group:
+                tombstones.append((group_metadata_key(group.group_id), None))
+            await self.run(self.append_offsets, group.group_id, tombstones)
+            for tp in tps:
+                group.offsets.pop(tp, None)
+                drop_staged(self.pending_transactions.values(), group.group_id, tp)
+
+    async def expire_offsets(self, now_ms: int) -> int:
+        """Tombstone every expired offset in ``__consumer_offsets`` and forget it; a group left
+        empty with no offsets is removed (Dead), its GroupMetadata tombstoned in the same batch
+        (Kafka's GroupMetadataManager.cleanupGroupMetadata). Returns how many offsets expired."""
+        retention = self.ctx.settings.offsets_retention_ms
+        expired = 0
+        for group_id, group in list(self.groups.items()):
+            doomed = expired_offsets(group, now_ms, retention)
+            dead = (
+                not group.members
+                and group.state is GroupState.EMPTY
+                and set(group.offsets) <= set(doomed)
+                and not any(group_id in staged for staged in self.pending_transactions.values())
+            )
+            await self.delete_offsets(group, doomed, whole_group=dead)
+            expired += len(doomed)
+            if dead:
+                group.state = GroupState.DEAD
+                self.groups.pop(group_id, None)
+        return expired
 
     # --- coordinator discovery and membership ---------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The group coordinator's offset and administration APIs: OffsetCommit, OffsetFetch,
-DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, and the expiry of old offsets.
+DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 
 Why: a commit is acknowledged only once its records are in ``__consumer_offsets`` (created on
 first use, as Kafka does, with ``offsets.topic.num.partitions`` partitions), so a restart finds
@@ -13,7 +13,6 @@ the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -24,48 +23,11 @@ from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
 from kafkalog.server.group import Group
 from kafkalog.server.group_member import GroupState
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
-from kafkalog.server.offsets_topic import (
-    append_offset_records,
-    drop_staged,
-    group_metadata_key,
-    offset_commit_key,
-)
+from kafkalog.server.offsets_retention import CONSUMER_PROTOCOL, subscribed_topics
 from kafkalog.server.wire import Request, make, payload_module
 
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator
-
-CONSUMER_PROTOCOL = "consumer"
-
-
-def _append_offsets(
-    coord: GroupCoordinator, group_id: str, rows: list[tuple[bytes, bytes | None]]
-) -> int:
-    """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition;
-    the first one's offset."""
-    return append_offset_records(
-        coord.ctx.manager, group_id, rows, coord.ctx.settings.offsets_partitions
-    )
-
-
-async def _delete_offsets(
-    coord: GroupCoordinator, group: Group, tps: list[tuple[str, int]], whole_group: bool = False
-) -> None:
-    """Tombstone ``tps`` of ``group`` in ``__consumer_offsets`` (and its GroupMetadata when
-    ``whole_group``), then forget them: a deletion is durable before anyone is told
-    (DeleteGroups, OffsetDelete, expiry)."""
-    if not tps and not whole_group:
-        return
-    async with coord.commit_lock:
-        tombstones: list[tuple[bytes, bytes | None]] = [
-            (offset_commit_key(group.group_id, *tp), None) for tp in tps
-        ]
-        if whole_group:
-            tombstones.append((group_metadata_key(group.group_id), None))
-        await coord.run(_append_offsets, coord, group.group_id, tombstones)
-        for tp in tps:
-            group.offsets.pop(tp, None)
-            drop_staged(coord.pending_transactions.values(), group.group_id, tp)
 
 
 async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
@@ -84,7 +46,7 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
     if rows:
         async with coord.commit_lock:
             try:
-                first = await coord.run(_append_offsets, coord, group_id, rows)
+                first = await coord.run(coord.append_offsets, group_id, rows)
             except KafkaLogError:
                 for tp, _ in commits:
                     codes[tp] = ErrorCode.coordinator_not_available
@@ -243,34 +205,11 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
             code = ErrorCode.non_empty_group
         else:
             code = ErrorCode.none
-            await _delete_offsets(coord, group, _all_offsets(coord, group), whole_group=True)
+            await coord.delete_offsets(group, _all_offsets(coord, group), whole_group=True)
             group.state = GroupState.DEAD
             coord.groups.pop(group_id, None)
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
     return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
-
-
-def subscribed_topics(group: Group) -> set[str] | None:
-    """The topics a live consumer group's members subscribe to, read from each member's
-    ConsumerProtocol Subscription (version, topic array, ...); None when unknown (no protocol
-    chosen yet, or metadata that does not parse), which Kafka takes as "every topic"."""
-    if group.protocol_name is None:
-        return None
-    topics: set[str] = set()
-    try:
-        for member in group.members.values():
-            data = member.metadata(group.protocol_name)
-            (count,) = struct.unpack_from(">i", data, 2)
-            pos = 6
-            for _ in range(count):
-                (size,) = struct.unpack_from(">h", data, pos)
-                if size < 0 or pos + 2 + size > len(data):
-                    return None
-                topics.add(data[pos + 2 : pos + 2 + size].decode())
-                pos += 2 + size
-    except (struct.error, StopIteration, UnicodeDecodeError):
-        return None
-    return topics
 
 
 async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
@@ -303,7 +242,7 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
             else:
                 codes[tp] = ErrorCode.none
     doomed = [tp for tp, code in codes.items() if code is ErrorCode.none and tp in group.offsets]
-    await _delete_offsets(coord, group, doomed)
+    await coord.delete_offsets(group, doomed)
     topics = tuple(
         make(
             mod,
@@ -323,50 +262,3 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
     )
     return make(mod, "OffsetDeleteResponse", error_code=top, throttle_time=NO_THROTTLE,
                 topics=topics)  # fmt: skip
-
-
-def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
-    """The offsets due to expire (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): all of
-    an empty group's, ``retention_ms`` after it became empty (after each commit when that time
-    is unknown, as for a group loaded at start); a group that only stores offsets (no
-    protocol: ``assign`` and commit) by each commit's time; a stable consumer group only those
-    of topics no member subscribes to, by commit time; none of any other group."""
-    spared: set[str] = set()
-    base: int | None = None
-    if group.protocol_type is not None and not group.members:
-        base = group.emptied_at_ms
-    elif group.protocol_type is not None:
-        if group.protocol_type != CONSUMER_PROTOCOL or group.state is not GroupState.STABLE:
-            return []
-        subscribed = subscribed_topics(group)
-        if subscribed is None:
-            return []
-        spared = subscribed
-    return [
-        tp
-        for tp, committed in group.offsets.items()
-        if tp[0] not in spared
-        and now_ms - (committed.commit_timestamp if base is None else base) >= retention_ms
-    ]
-
-
-async def expire_offsets(coord: GroupCoordinator, now_ms: int) -> int:
-    """Tombstone every expired offset in ``__consumer_offsets`` and forget it; a group left
-    empty with no offsets is removed (Dead), its GroupMetadata tombstoned in the same batch
-    (Kafka's GroupMetadataManager.cleanupGroupMetadata). Returns how many offsets expired."""
-    retention = coord.ctx.settings.offsets_retention_ms
-    expired = 0
-    for group_id, group in list(coord.groups.items()):
-        doomed = expired_offsets(group, now_ms, retention)
-        dead = (
-            not group.members
-            and group.state is GroupState.EMPTY
-            and set(group.offsets) <= set(doomed)
-            and not any(group_id in staged for staged in coord.pending_transactions.values())
-        )
-        await _delete_offsets(coord, group, doomed, whole_group=dead)
-        expired += len(doomed)
-        if dead:
-            group.state = GroupState.DEAD
-            coord.groups.pop(group_id, None)
-    return expired
