@@ -19,10 +19,10 @@ from kio.static.primitive import i16, i32
 
 from kafkalog import LogManager, MemoryRecords, Record
 from kafkalog.manager.server_config import ServerConfig
+from kafkalog.protocol.wire import Request, decode_request, is_flexible, make, payload_module
 from kafkalog.server.apis import SUPPORTED_VERSIONS, Broker
 from kafkalog.server.context import BrokerContext, BrokerSettings
 from kafkalog.server.producer_ids import ProducerIdManager
-from kafkalog.server.wire import Request, decode_request, is_flexible, make, payload_module
 
 MS = datetime.timedelta(milliseconds=1)
 

@@ -168,7 +168,7 @@ def test_group_resumes_from_its_commit_in_consumer_offsets(tmp_path: Path) -> No
     commits where it stopped, in Kafka's OffsetCommit records; the next run resumes there;
     kafkalog serve's loader (load_offsets) and dump-log --offsets-decoder read the commit."""
     from kafkalog import LogManager
-    from kafkalog.server.offsets_topic import load_offsets, partition_for
+    from kafkalog.coordinator.offsets_store import load_offsets, partition_for
 
     d = tmp_path / "data"
     with LogManager([d]) as manager:

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from kafkalog import LogManager, MemoryRecords, Record
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import _entity, is_flexible
 from kafkalog.server import serve
-from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.apis import SUPPORTED_VERSIONS
-from kafkalog.server.wire import _entity, is_flexible
 from server_helpers import decode_response, frame, read_frame
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]

@@ -306,8 +306,8 @@ def test_every_api_key_and_version_with_a_random_body(
     fail with anything but a refusal; the logs hold only what was validly written."""
     from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
+    from kafkalog.protocol.wire import _entity
     from kafkalog.server.apis import SUPPORTED_VERSIONS
-    from kafkalog.server.wire import _entity
 
     rng = random.Random(20261124)
     with serve(tmp_path, overrides={"auto.create.topics.enable": "false"}) as server:

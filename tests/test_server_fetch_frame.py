@@ -18,16 +18,16 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from kafkalog import LogConfig, Record
-from kafkalog.server import serve
-from kafkalog.server.api_keys import ApiKey
-from kafkalog.server.fetch_response import (
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.fetch_frame import (
     FetchResponseData,
     OpenSlice,
     PartitionResponse,
     TopicResponse,
     encode_fetch_response,
 )
-from kafkalog.server.wire import Request, encode_response, make, payload_module
+from kafkalog.protocol.wire import Request, encode_response, make, payload_module
+from kafkalog.server import serve
 from server_helpers import as_request, broker_over, fetch_body, frame, read_frame
 
 pytestmark = pytest.mark.one_codec

@@ -15,13 +15,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafka_oracle import free_port
-from kafkalog.errors import KafkaStorageError
-from kafkalog.records.coordinator import decode
-from kafkalog.server import serve
-from kafkalog.server.group import Group
-from kafkalog.server.group_member import GroupState
-from kafkalog.server.group_metadata import restore
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState
+from kafkalog.coordinator.group_metadata import restore
+from kafkalog.coordinator.offsets_store import (
     StoredGroup,
     StoredGroups,
     StoredMember,
@@ -29,6 +26,9 @@ from kafkalog.server.offsets_topic import (
     group_metadata_value,
     replay,
 )
+from kafkalog.errors import KafkaStorageError
+from kafkalog.records.coordinator import decode
+from kafkalog.server import serve
 from test_server_groups import _req
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]

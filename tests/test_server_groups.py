@@ -24,17 +24,17 @@ from kio.schema.errors import ErrorCode
 from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, TOOL_LOG, classpath, dump_log_segments_class
 from kafkalog import LogManager
 from kafkalog.cli.main import cli
-from kafkalog.records.coordinator import decode
-from kafkalog.server import serve
-from kafkalog.server.group import Group
-from kafkalog.server.group_member import GroupState, JoinRequest
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState, JoinRequest
+from kafkalog.coordinator.offsets_store import (
     OffsetAndMetadata,
     java_string_hash,
     offset_commit_key,
     offset_commit_value,
     partition_for,
 )
+from kafkalog.records.coordinator import decode
+from kafkalog.server import serve
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
@@ -359,7 +359,7 @@ def test_offset_delete_spares_the_topics_a_live_consumer_group_subscribes_to(
     from kafka.structs import OffsetAndMetadata as CommitOffset
     from kafka.structs import TopicPartition
 
-    from kafkalog.server.wire import make
+    from kafkalog.protocol.wire import make
     from server_helpers import decode_response, exchange, frame, request_module
 
     def offset_delete(port: int, group: str, topics: dict[str, list[int]]) -> object:
@@ -431,7 +431,7 @@ def _subscription(*topics: str) -> bytes:
 
 
 def test_which_offsets_expire_follows_kip_211() -> None:
-    from kafkalog.server.offsets_retention import expired_offsets
+    from kafkalog.coordinator.offsets_retention import expired_offsets
 
     day = 86_400_000
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog import LogManager, Record
+from kafkalog.protocol.wire import make
 from kafkalog.server import serve
-from kafkalog.server.wire import make
 from server_helpers import decode_response, exchange, frame, request_module
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(120)]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.protocol.wire import make
 from kafkalog.server import serve
-from kafkalog.server.wire import make
 from server_helpers import (
     api_versions_request,
     decode_response,

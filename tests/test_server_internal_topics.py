@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 
 from kafka_oracle import KafkaBroker
 from kafkalog import LogManager
+from kafkalog.coordinator.txn_store import transaction_key
+from kafkalog.protocol.wire import make as make_body
 from kafkalog.server import serve
-from kafkalog.server.txn_log import transaction_key
-from kafkalog.server.wire import make as make_body
 from server_helpers import decode_response, exchange, frame, request_module
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]

@@ -12,10 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog import Record
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.server.apis import SUPPORTED_VERSIONS, Broker
-from kafkalog.server.fetch_response import encode_fetch_response
-from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, FIRST_ID, ProducerIdManager
-from kafkalog.server.wire import (
+from kafkalog.protocol.fetch_frame import encode_fetch_response
+from kafkalog.protocol.wire import (
     FrameReader,
     InvalidRequestError,
     decode_request,
@@ -23,6 +21,8 @@ from kafkalog.server.wire import (
     make,
     unsupported_api_versions,
 )
+from kafkalog.server.apis import SUPPORTED_VERSIONS, Broker
+from kafkalog.server.producer_ids import BLOCK_SIZE, FILE_NAME, FIRST_ID, ProducerIdManager
 from server_helpers import (
     MS,
     api_versions_request,
@@ -659,7 +659,7 @@ def test_an_array_longer_than_its_frame_is_refused_before_kio_parses_it() -> Non
 def test_a_response_field_no_version_has_is_an_error_not_dropped() -> None:
     """``make`` drops a field the version at hand lacks (one handler builds every version),
     but a name no version of the message has is a mistake, found at once."""
-    from kafkalog.server.wire import make, payload_module
+    from kafkalog.protocol.wire import make, payload_module
 
     v3 = payload_module(0, 3, True)
     built = make(

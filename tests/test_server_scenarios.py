@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from kafkalog import LogManager
 from kafkalog.cli.main import cli
+from kafkalog.coordinator.offsets_store import partition_for
 from kafkalog.server import serve
-from kafkalog.server.offsets_topic import partition_for
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
 

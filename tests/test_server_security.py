@@ -17,8 +17,8 @@ import pytest
 from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, TOOL_LOG, classpath
 from kafkalog import LogManager
 from kafkalog.errors import InvalidArgumentError, InvalidConfigError
+from kafkalog.protocol.wire import make
 from kafkalog.server import scram_store, serve
-from kafkalog.server.wire import make
 from server_helpers import api_versions_request, frame, metadata_request, read_frame, request_module
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]

@@ -32,11 +32,11 @@ from kafka_oracle import (
 )
 from kafkalog import LogManager, Record
 from kafkalog.cli.main import cli
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, load_offsets
+from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC, load_transactions
 from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.records.committed import AbortedTransaction, committed_records
 from kafkalog.server import serve
-from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets
-from kafkalog.server.txn_log import TRANSACTION_TOPIC, load_transactions
 from kafkalog.types import IsolationLevel
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(600)]

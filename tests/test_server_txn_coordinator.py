@@ -15,12 +15,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkalog import Record
-from kafkalog.records import MemoryRecords
-from kafkalog.records.coordinator import decode
-from kafkalog.server.group_coordinator import GroupCoordinator
-from kafkalog.server.offsets_topic import OFFSETS_TOPIC, load_offsets, partition_for
-from kafkalog.server.txn_coordinator import TransactionCoordinator
-from kafkalog.server.txn_log import (
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, load_offsets, partition_for
+from kafkalog.coordinator.txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     ONGOING,
@@ -32,7 +28,11 @@ from kafkalog.server.txn_log import (
     transaction_key,
     transaction_value,
 )
-from kafkalog.server.wire import make
+from kafkalog.protocol.wire import make
+from kafkalog.records import MemoryRecords
+from kafkalog.records.coordinator import decode
+from kafkalog.server.group_coordinator import GroupCoordinator
+from kafkalog.server.txn_coordinator import TransactionCoordinator
 from server_helpers import as_request, broker_over, produce_body, request_module
 
 pytestmark = pytest.mark.one_codec

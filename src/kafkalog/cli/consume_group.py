@@ -15,10 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from kafkalog.errors import LogDirectoryLockedError
-from kafkalog.log.view import PartitionView, discover_partitions
-from kafkalog.manager.log_manager import LogManager
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.offsets_store import (
     OFFSETS_TOPIC,
     GroupOffsets,
     OffsetAndMetadata,
@@ -28,6 +25,9 @@ from kafkalog.server.offsets_topic import (
     offset_commit_value,
     partition_for,
 )
+from kafkalog.errors import LogDirectoryLockedError
+from kafkalog.log.view import PartitionView, discover_partitions
+from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage.dir_lock import held_by_writer
 
 OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions' default, for the first commit

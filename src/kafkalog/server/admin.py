@@ -16,11 +16,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError
-from kafkalog.server.api_keys import ApiKey
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, BrokerContext
-from kafkalog.server.error_codes import error_code
 from kafkalog.server.internal_topics import check_delete_records_allowed
-from kafkalog.server.wire import Request, make, payload_module
 
 
 def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:

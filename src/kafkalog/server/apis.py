@@ -22,6 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.fetch_frame import FetchFrame
+from kafkalog.protocol.wire import (
+    InvalidRequestError,
+    Request,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    make,
+    payload_module,
+    unsupported_api_versions,
+)
 from kafkalog.server import group_offsets, txn_apis
 from kafkalog.server.admin import (
     handle_delete_records,
@@ -29,7 +41,6 @@ from kafkalog.server.admin import (
     handle_describe_log_dirs,
     handle_offset_for_leader_epoch,
 )
-from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -37,7 +48,6 @@ from kafkalog.server.configs import (
 )
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.fetch import FetchResult, handle_fetch, handle_list_offsets
-from kafkalog.server.fetch_response import FetchFrame
 from kafkalog.server.metadata import (
     handle_create_partitions,
     handle_create_topics,
@@ -48,16 +58,6 @@ from kafkalog.server.produce import handle_produce
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.sasl import SaslSession, illegal_state
 from kafkalog.server.txn_partitions import handle_describe_producers, handle_write_txn_markers
-from kafkalog.server.wire import (
-    InvalidRequestError,
-    Request,
-    api_versions_body,
-    decode_request,
-    encode_response,
-    make,
-    payload_module,
-    unsupported_api_versions,
-)
 
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator

@@ -40,10 +40,10 @@ from kafkalog.manager.config_sources import (
     topic_config_synonyms,
 )
 from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS
-from kafkalog.server.api_keys import ApiKey
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.error_codes import error_code
-from kafkalog.server.wire import Request, make, payload_module
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # Kafka's DescribeConfigsResponse.ConfigType

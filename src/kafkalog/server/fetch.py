@@ -22,16 +22,16 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import KafkaLogError, OffsetOutOfRangeError
 from kafkalog.log.log import Log
-from kafkalog.server.api_keys import ApiKey
-from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.error_codes import error_code
-from kafkalog.server.fetch_response import (
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.fetch_frame import (
     FetchResponseData,
     OpenSlice,
     PartitionResponse,
     TopicResponse,
 )
-from kafkalog.server.wire import Request, make, payload_module
+from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.types import IsolationLevel
 
 

@@ -22,15 +22,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.errors import KafkaLogError
-from kafkalog.server.api_keys import ApiKey
-from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.group import Group
-from kafkalog.server.group_member import GroupState, JoinRequest, wall_clock_ms
-from kafkalog.server.group_metadata import restore
-from kafkalog.server.internal_topics import ensure_internal_topic
-from kafkalog.server.offsets_retention import expired_offsets
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState, JoinRequest, wall_clock_ms
+from kafkalog.coordinator.group_metadata import restore
+from kafkalog.coordinator.offsets_retention import expired_offsets
+from kafkalog.coordinator.offsets_store import (
     OFFSETS_TOPIC,
     GroupOffsets,
     StoredGroup,
@@ -42,8 +38,12 @@ from kafkalog.server.offsets_topic import (
     offset_commit_key,
     settle,
 )
-from kafkalog.server.txn_log import TRANSACTION_TOPIC
-from kafkalog.server.wire import Request, make, payload_module
+from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC
+from kafkalog.errors import KafkaLogError
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.internal_topics import ensure_internal_topic
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState
+from kafkalog.coordinator.offsets_retention import CONSUMER_PROTOCOL, subscribed_topics
 from kafkalog.errors import KafkaLogError
-from kafkalog.server.api_keys import ApiKey
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
-from kafkalog.server.group import Group
-from kafkalog.server.group_member import GroupState
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
-from kafkalog.server.offsets_retention import CONSUMER_PROTOCOL, subscribed_topics
-from kafkalog.server.wire import Request, make, payload_module
 
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
+from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC, TRANSACTION_TOPIC_CONFIG
 from kafkalog.errors import InvalidTopicError, TopicExistsError
 from kafkalog.server.context import BrokerContext
-from kafkalog.server.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
-from kafkalog.server.txn_log import TRANSACTION_TOPIC, TRANSACTION_TOPIC_CONFIG
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 # Kafka's Topic.INTERNAL_TOPICS: a Kafka 4 broker's directory may hold share-group state too

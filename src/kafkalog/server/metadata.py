@@ -24,20 +24,20 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.config import LogConfig
-from kafkalog.server.api_keys import ApiKey
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import (
     AUTHORIZED_OPERATIONS_OMITTED,
     NO_THROTTLE,
     ZERO_UUID,
     BrokerContext,
 )
-from kafkalog.server.error_codes import error_code
 from kafkalog.server.internal_topics import (
     ensure_internal_topic,
     is_internal,
     owned_by_a_coordinator,
 )
-from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topic_name
 
 logger = logging.getLogger("kafkalog.server")

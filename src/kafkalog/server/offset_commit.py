@@ -14,15 +14,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.offsets_store import (
     OffsetAndMetadata,
     OffsetRows,
     PartitionOffsets,
     offset_commit_key,
     offset_commit_value,
 )
-from kafkalog.server.wire import make
+from kafkalog.protocol.wire import make
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
 
 Commit = tuple[tuple[str, int], OffsetAndMetadata]  # a partition and the offset committed to it
 

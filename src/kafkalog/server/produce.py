@@ -23,13 +23,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import InvalidRecordError, KafkaLogError, UnsupportedCompressionTypeError
 from kafkalog.log.append_info import LogAppendInfo
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.records import MemoryRecords
 from kafkalog.records.scanner import AnyBatch
-from kafkalog.server.api_keys import ApiKey
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
-from kafkalog.server.error_codes import error_code
 from kafkalog.server.internal_topics import check_produce_allowed
-from kafkalog.server.wire import Request, make, payload_module
 from kafkalog.types import CompressionType
 
 logger = logging.getLogger("kafkalog.server")

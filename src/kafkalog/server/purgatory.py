@@ -14,10 +14,10 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from kafkalog.protocol.fetch_frame import FetchFrame, encode_fetch_response
+from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
 from kafkalog.server.fetch import FetchResult, handle_fetch
-from kafkalog.server.fetch_response import FetchFrame, encode_fetch_response
-from kafkalog.server.wire import Request
 
 
 class AppendSignal:

@@ -22,10 +22,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from scramp import ScramException, ScramMechanism
 
-from kafkalog.server.api_keys import ApiKey
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.scram_store import Credentials
 from kafkalog.server.security import ListenerSecurity
-from kafkalog.server.wire import Request, make, payload_module
 
 _NO_LIFETIME = datetime.timedelta(0)
 

@@ -19,10 +19,10 @@ import logging
 from collections.abc import Callable
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.protocol.fetch_frame import FetchFrame, OpenSlice
+from kafkalog.protocol.wire import FrameReader, InvalidRequestError
 from kafkalog.server.apis import AuthenticationFailedError, KafkaApis
-from kafkalog.server.fetch_response import FetchFrame, OpenSlice
 from kafkalog.server.sasl import SaslSession
-from kafkalog.server.wire import FrameReader, InvalidRequestError
 
 logger = logging.getLogger("kafkalog.server")
 

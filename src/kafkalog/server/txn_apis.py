@@ -23,21 +23,21 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog import records
-from kafkalog.errors import KafkaLogError, TopicExistsError
-from kafkalog.log.producer_batches import ProducerFields
-from kafkalog.server.api_keys import ApiKey
-from kafkalog.server.context import NO_THROTTLE
-from kafkalog.server.error_codes import error_code
-from kafkalog.server.group_member import wall_clock_ms
-from kafkalog.server.offset_commit import commit_response, commit_rows, placed
-from kafkalog.server.offsets_topic import (
+from kafkalog.coordinator.group_member import wall_clock_ms
+from kafkalog.coordinator.offsets_store import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIG,
     OffsetRows,
     partition_for,
 )
-from kafkalog.server.txn_log import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
-from kafkalog.server.wire import Request, make, payload_module
+from kafkalog.coordinator.txn_store import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
+from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.context import NO_THROTTLE
+from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator

@@ -32,11 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
-from kafkalog.server.context import BrokerContext
-from kafkalog.server.group_member import wall_clock_ms
-from kafkalog.server.offsets_topic import OFFSETS_TOPIC
-from kafkalog.server.txn_log import (
+from kafkalog.coordinator.group_member import wall_clock_ms
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC
+from kafkalog.coordinator.txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     EMPTY,
@@ -49,6 +47,8 @@ from kafkalog.server.txn_log import (
     coordinator_epoch,
     load_transactions,
 )
+from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
+from kafkalog.server.context import BrokerContext
 
 if TYPE_CHECKING:
     from kafkalog.server.group_coordinator import GroupCoordinator

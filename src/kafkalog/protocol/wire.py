@@ -38,8 +38,8 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32
 
 from kafkalog.errors import KafkaLogError
-from kafkalog.server.api_keys import ApiKey
-from kafkalog.server.frame_guard import check_frame
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.frame_guard import check_frame
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")  # the fields every header version starts with

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 
-from kafkalog.server.group import Group
-from kafkalog.server.group_member import GroupState
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState
 
 CONSUMER_PROTOCOL = "consumer"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from kafkalog.server.group_member import GroupState, JoinRequest, Member
-from kafkalog.server.offsets_topic import StoredGroup, StoredMember
+from kafkalog.coordinator.group_member import GroupState, JoinRequest, Member
+from kafkalog.coordinator.offsets_store import StoredGroup, StoredMember
 
 
 class StorableGroup(Protocol):

@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkalog import records
+from kafkalog.coordinator.offsets_store import partition_for, read_whole_log
 from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import TRANSACTION_STATES, decode
 from kafkalog.records.schema_writer import encode_key, encode_versioned
-from kafkalog.server.offsets_topic import partition_for, read_whole_log
 
 TRANSACTION_TOPIC = "__transaction_state"
 TRANSACTION_TOPIC_CONFIG = {

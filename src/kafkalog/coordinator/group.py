@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.errors import KafkaLogError
-from kafkalog.server.group_member import (
+from kafkalog.coordinator.group_member import (
     GroupState,
     JoinRequest,
     JoinResult,
@@ -35,8 +34,9 @@ from kafkalog.server.group_member import (
     SyncResult,
     wall_clock_ms,
 )
-from kafkalog.server.group_metadata import stored_group
-from kafkalog.server.offsets_topic import OffsetAndMetadata, StoredGroup
+from kafkalog.coordinator.group_metadata import stored_group
+from kafkalog.coordinator.offsets_store import OffsetAndMetadata, StoredGroup
+from kafkalog.errors import KafkaLogError
 
 logger = logging.getLogger("kafkalog.server")
 

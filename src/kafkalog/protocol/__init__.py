@@ -1,0 +1,1 @@
+"""Kafka's wire protocol, sans-IO: request frames in, response frames out, no logs or sockets."""
