@@ -1,7 +1,7 @@
 """``python -m bench dump``: ``kafkalog dump-log`` on a 1 GiB segment against Kafka's own
 DumpLogSegments on the same file with the same options.
 
-Why: a dump of a large segment must stream (issue 21): bounded memory and a first line at
+Why: a dump of a large segment must stream: bounded memory and a first line at
 once, whatever the segment's size. Each tool runs as its own process; the peak RSS is that
 process's (``wait4``), and the first line is timed from the start of the process to its first
 stdout line. Both are absolute targets (at most 100 MB, within a second), so the rows carry a

@@ -1,5 +1,5 @@
 """``kafkalog serve`` against Apache Kafka's broker on the same machine, driven by Kafka's own
-``kafka-producer-perf-test`` and ``kafka-consumer-perf-test`` (issue 24's speed targets).
+``kafka-producer-perf-test`` and ``kafka-consumer-perf-test`` (the serve speed targets).
 
 Both servers run one after the other as processes of their own, with the same durability
 (acks=all, one replica, the page cache: neither fsyncs per request), and each gets the same

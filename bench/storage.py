@@ -1,4 +1,4 @@
-"""Storage core (issue 3): appends, reads, recovery and index lookups, each beside a raw baseline
+"""Storage core: appends, reads, recovery and index lookups, each beside a raw baseline
 measured in the same run on the same bytes (page cache; this VM's disk is not what is measured).
 """
 

@@ -129,7 +129,8 @@ def test_get_offsets_by_special_time_and_timestamp(data: str) -> None:
     assert offsets("--topic", "clicks", "--time", "-2", "--partitions", "1") == ["clicks:1:0"]
     assert offsets("--topic", "users", "--time", str(NOW + 2500)) == ["users:0:3"]
     assert offsets("--topic", "users", "--time", "max-timestamp") == ["users:0:4"]
-    assert offsets("--topic", "users", "--time", str(NOW + 99_000)) == ["users:0:"]
+    # GetOffsetShell leaves out a partition whose answer is UNKNOWN_OFFSET
+    assert offsets("--topic", "users", "--time", str(NOW + 99_000)) == []
     assert len(offsets()) == 4
     code, _, err = run("get-offsets", "--log-dirs", data, "--time", "soon")
     assert code != 0 and "--time" in err

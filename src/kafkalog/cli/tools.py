@@ -213,7 +213,8 @@ def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_:
             if wanted is not None and p not in wanted:
                 continue
             found = reader.view(name, p).list_offset(when)
-            click.echo(f"{name}:{p}:{'' if found is None else found}")
+            if found is not None:  # GetOffsetShell leaves out a partition with no answer
+                click.echo(f"{name}:{p}:{found}")
 
 
 @click.command("delete-records")
