@@ -78,3 +78,25 @@ def test_offset_for_leader_epoch_of_every_version(tmp_path: Path, version: int) 
         answer = decode_response(23, version, data, header_v1=version >= 4)
         part = answer.topics[0].partitions[0]
         assert (part.error_code, part.leader_epoch, part.end_offset) == (0, 0, 3)
+
+
+def test_authorized_operations_are_every_operation_without_an_authorizer(tmp_path: Path) -> None:
+    """KIP-430: asked for, the topic's, cluster's and group's authorized operations are every
+    operation of the resource type (8, 7 and 3 of them), as Kafka answers without an
+    authorizer; not asked, the "omitted" sentinel."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 1)
+    with serve(tmp_path) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+        described = admin.describe_topics(
+            TopicCollection(["t"]), include_authorized_operations=True
+        )
+        topic = described["t"].result(10)
+        assert len(topic.authorized_operations) == 8
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+        assert len(cluster.authorized_operations) == 7
+        plain = admin.describe_cluster().result(10)
+        assert plain.authorized_operations is None

@@ -19,7 +19,12 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, BrokerContext
+from kafkalog.server.context import (
+    CLUSTER_OPERATIONS,
+    NO_THROTTLE,
+    BrokerContext,
+    authorized_operations,
+)
 from kafkalog.server.internal_topics import check_delete_records_allowed
 
 
@@ -45,7 +50,10 @@ def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            getattr(request.body, "include_cluster_authorized_operations", False),
+            CLUSTER_OPERATIONS,
+        ),
     )
 
 

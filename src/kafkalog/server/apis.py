@@ -34,7 +34,7 @@ from kafkalog.protocol.wire import (
     payload_module,
     unsupported_api_versions,
 )
-from kafkalog.server import group_offsets, txn_apis
+from kafkalog.server import group_apis, group_offsets, txn_apis
 from kafkalog.server.admin import (
     handle_delete_records,
     handle_describe_cluster,
@@ -60,8 +60,8 @@ from kafkalog.server.sasl import SaslSession, illegal_state
 from kafkalog.server.txn_partitions import handle_describe_producers, handle_write_txn_markers
 
 if TYPE_CHECKING:
-    from kafkalog.server.group_coordinator import GroupCoordinator
-    from kafkalog.server.txn_coordinator import TransactionCoordinator
+    from kafkalog.coordinator.group_coordinator import GroupCoordinator
+    from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -131,11 +131,18 @@ API_TABLE: tuple[Api, ...] = (
     Api(ApiKey.WRITE_TXN_MARKERS, (1, 1), _W, handle_write_txn_markers),
     Api(ApiKey.INIT_PRODUCER_ID, (0, 4), _L, _init_producer_id),
     # the group coordinator
-    Api(ApiKey.FIND_COORDINATOR, (0, 4), _L, lambda a, r: a.groups.find_coordinator(r)),
-    Api(ApiKey.JOIN_GROUP, (0, 9), _L, lambda a, r: a.groups.join_group(r)),
-    Api(ApiKey.SYNC_GROUP, (0, 5), _L, lambda a, r: a.groups.sync_group(r)),
-    Api(ApiKey.HEARTBEAT, (0, 4), _L, lambda a, r: a.groups.heartbeat(r)),
-    Api(ApiKey.LEAVE_GROUP, (0, 5), _L, lambda a, r: a.groups.leave_group(r)),
+    Api(
+        ApiKey.FIND_COORDINATOR,
+        (0, 4),
+        _L,
+        lambda a, r: group_apis.find_coordinator(a.groups, a.context, r),
+    ),
+    Api(ApiKey.JOIN_GROUP, (0, 9), _L, lambda a, r: group_apis.join_group(a.groups, a.context, r)),
+    Api(ApiKey.SYNC_GROUP, (0, 5), _L, lambda a, r: group_apis.sync_group(a.groups, a.context, r)),
+    Api(ApiKey.HEARTBEAT, (0, 4), _L, lambda a, r: group_apis.heartbeat(a.groups, a.context, r)),
+    Api(
+        ApiKey.LEAVE_GROUP, (0, 5), _L, lambda a, r: group_apis.leave_group(a.groups, a.context, r)
+    ),
     Api(ApiKey.OFFSET_COMMIT, (2, 8), _L, lambda a, r: group_offsets.offset_commit(a.groups, r)),
     Api(ApiKey.OFFSET_FETCH, (1, 8), _L, lambda a, r: group_offsets.offset_fetch(a.groups, r)),
     Api(

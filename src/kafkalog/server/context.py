@@ -28,6 +28,23 @@ if TYPE_CHECKING:
 
 NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized operations
+# What can be asked of each resource type, by Kafka's AclOperation codes (READ 3, WRITE 4,
+# CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), as KafkaApis offers them to the authorizer (KIP-430)
+TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+GROUP_OPERATIONS = (3, 6, 8)
+
+
+def authorized_operations(requested: bool, operations: tuple[int, ...]) -> int:
+    """The ``*_authorized_operations`` bit field (KIP-430): with no authorizer, as Kafka
+    without one, a principal may do everything the resource type offers; the "omitted"
+    sentinel when the request did not ask."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return sum(1 << op for op in operations)
+
+
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -23,11 +23,11 @@ from kafkalog.coordinator.offsets_retention import CONSUMER_PROTOCOL, subscribed
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.server.context import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE
+from kafkalog.server.context import GROUP_OPERATIONS, NO_THROTTLE, authorized_operations
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 
 if TYPE_CHECKING:
-    from kafkalog.server.group_coordinator import GroupCoordinator
+    from kafkalog.coordinator.group_coordinator import GroupCoordinator
 
 
 async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
@@ -115,6 +115,7 @@ async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
 
 async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_GROUPS, request.api_version, True)
+    asked = getattr(request.body, "include_authorized_operations", False)
 
     def described(group_id: str) -> Any:
         group = coord.groups.get(group_id)
@@ -128,7 +129,7 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
                 protocol_type="",
                 protocol_data="",
                 members=(),
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=authorized_operations(asked, GROUP_OPERATIONS),
             )
         stable = group.state is GroupState.STABLE
         protocol = group.protocol_name or ""
@@ -154,7 +155,7 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
             protocol_type=group.protocol_type or "",
             protocol_data=protocol if stable else "",
             members=members,
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=authorized_operations(asked, GROUP_OPERATIONS),
         )
 
     groups = tuple(described(g) for g in request.body.groups)

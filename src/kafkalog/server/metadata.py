@@ -29,9 +29,12 @@ from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import (
     AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_OPERATIONS,
     NO_THROTTLE,
+    TOPIC_OPERATIONS,
     ZERO_UUID,
     BrokerContext,
+    authorized_operations,
 )
 from kafkalog.server.internal_topics import (
     ensure_internal_topic,
@@ -87,7 +90,7 @@ def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
     )
 
 
-def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> Any:
+def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int, operations: int) -> Any:
     return make(
         mod,
         "MetadataResponseTopic",
@@ -96,7 +99,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int) -> A
         topic_id=topic_uuid(ctx, topic),
         is_internal=is_internal(topic),
         partitions=tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions)),
-        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        topic_authorized_operations=operations,
     )
 
 
@@ -118,9 +121,12 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.METADATA, version, True)
     known = ctx.manager.topics()
     wanted = body.topics
+    topic_ops = authorized_operations(
+        getattr(body, "include_topic_authorized_operations", False), TOPIC_OPERATIONS
+    )
     topics: list[Any] = []
     if wanted is None or (version == 0 and not wanted):
-        topics = [_topic_entry(ctx, mod, t, n) for t, n in sorted(known.items())]
+        topics = [_topic_entry(ctx, mod, t, n, topic_ops) for t, n in sorted(known.items())]
     else:
         by_id = None
         allow_create = getattr(body, "allow_auto_topic_creation", True)
@@ -139,7 +145,7 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
                     continue
                 known = ctx.manager.topics()
             if name in known:
-                topics.append(_topic_entry(ctx, mod, name, known[name]))
+                topics.append(_topic_entry(ctx, mod, name, known[name], topic_ops))
             else:
                 topics.append(_missing(mod, name, ErrorCode.unknown_topic_or_partition))
     advertised = ctx.advertised
@@ -160,7 +166,9 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
         cluster_id=ctx.cluster_id,
         controller_id=ctx.settings.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=authorized_operations(
+            getattr(body, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.coordinator.context import CoordinatorContext
 from kafkalog.coordinator.offsets_store import (
     OffsetAndMetadata,
     OffsetRows,
@@ -22,13 +23,13 @@ from kafkalog.coordinator.offsets_store import (
     offset_commit_value,
 )
 from kafkalog.protocol.wire import make
-from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.context import NO_THROTTLE
 
 Commit = tuple[tuple[str, int], OffsetAndMetadata]  # a partition and the offset committed to it
 
 
 def commit_rows(
-    ctx: BrokerContext, group_id: str, topics: Any, error: ErrorCode | None
+    ctx: CoordinatorContext, group_id: str, topics: Any, error: ErrorCode | None
 ) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, list[Commit]]:
     """Kafka's per-partition checks of an OffsetCommit or TxnOffsetCommit: each partition's
     code, the records of those that pass, and their offsets (one per record, in the records'

@@ -20,17 +20,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kafkalog.coordinator.group_coordinator import GroupCoordinator
+from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.manager import LogManager
 from kafkalog.manager.server_config import ServerConfig
 from kafkalog.server.apis import Broker, KafkaApis
 from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
-from kafkalog.server.group_coordinator import GroupCoordinator
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import Transport
-from kafkalog.server.txn_coordinator import TransactionCoordinator
 from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.meta_properties import read_meta_properties
 from kafkalog.storage.partition_metadata import random_topic_id

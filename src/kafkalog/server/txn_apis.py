@@ -40,8 +40,8 @@ from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 
 if TYPE_CHECKING:
-    from kafkalog.server.group_coordinator import GroupCoordinator
-    from kafkalog.server.txn_coordinator import TransactionCoordinator
+    from kafkalog.coordinator.group_coordinator import GroupCoordinator
+    from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 
 
 def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:

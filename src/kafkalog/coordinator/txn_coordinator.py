@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.coordinator.context import CoordinatorContext
 from kafkalog.coordinator.group_member import wall_clock_ms
 from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC
 from kafkalog.coordinator.txn_store import (
@@ -48,10 +49,9 @@ from kafkalog.coordinator.txn_store import (
     load_transactions,
 )
 from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
-from kafkalog.server.context import BrokerContext
 
 if TYPE_CHECKING:
-    from kafkalog.server.group_coordinator import GroupCoordinator
+    from kafkalog.coordinator.group_coordinator import GroupCoordinator
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -64,7 +64,7 @@ class TransactionCoordinator:
     """Every transactional id of this broker. ``start`` loads ``__transaction_state`` and
     finishes the decisions a crash interrupted; a task aborts timed-out transactions."""
 
-    def __init__(self, ctx: BrokerContext, run: RunInWorker, groups: GroupCoordinator) -> None:
+    def __init__(self, ctx: CoordinatorContext, run: RunInWorker, groups: GroupCoordinator) -> None:
         self.ctx = ctx
         self.run = run
         self.groups = groups

@@ -1,0 +1,182 @@
+"""The group coordinator: every classic group of the broker, their committed offsets, and
+their records in ``__consumer_offsets`` (Kafka's GroupCoordinator and GroupMetadataManager).
+
+Why: membership and rebalances live in ``group.Group``; this object holds the groups, loads
+them and their offsets back at start-up, writes each group's metadata and offset records
+(durable before anyone is told), settles transactional commits at their marker, and expires
+sessions and old offsets on timers. It runs on the event loop; appends go to worker threads.
+Refuses: the wire (``server.group_apis`` turns requests into calls here and results into
+responses) and KIP-848 groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafkalog.coordinator.context import CoordinatorContext
+from kafkalog.coordinator.group import Group
+from kafkalog.coordinator.group_member import GroupState, wall_clock_ms
+from kafkalog.coordinator.group_metadata import restore
+from kafkalog.coordinator.offsets_retention import expired_offsets
+from kafkalog.coordinator.offsets_store import (
+    OFFSETS_TOPIC,
+    GroupOffsets,
+    StoredGroup,
+    append_offset_records,
+    drop_staged,
+    group_metadata_key,
+    group_metadata_value,
+    load_offsets,
+    offset_commit_key,
+    settle,
+)
+from kafkalog.errors import KafkaLogError
+
+logger = logging.getLogger("kafkalog.server")
+
+SESSION_CHECK_SECONDS = 0.5
+
+RunInWorker = Callable[..., Awaitable[Any]]
+
+
+class GroupCoordinator:
+    """Every group of this broker. Lives on the event loop; ``start`` loads the committed
+    offsets and starts the session-expiry check."""
+
+    def __init__(self, ctx: CoordinatorContext, run: RunInWorker) -> None:
+        self.ctx = ctx
+        self.run = run
+        self.groups: dict[str, Group] = {}
+        self.commit_lock = asyncio.Lock()
+        # TxnOffsetCommit offsets by (producer id, __consumer_offsets partition), till the marker
+        self.pending_transactions: dict[tuple[int, int], GroupOffsets] = {}
+        self._expiry: asyncio.Task[None] | None = None
+        self._offsets_expiry: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        logs = {
+            tp.partition: log
+            for tp, log in self.ctx.manager.logs().items()
+            if tp.topic == OFFSETS_TOPIC
+        }
+        loaded = await self.run(load_offsets, logs)
+        self.pending_transactions = loaded.open_transactions
+        for group_id, stored in loaded.groups.items():
+            if stored is not None:
+                restore(self.group(group_id), stored)
+        for group_id, offsets in loaded.committed.items():
+            if offsets:  # all of a group's offsets tombstoned: nothing left to load
+                self.group(group_id).offsets.update(offsets)
+        if loaded.committed:
+            logger.info("loaded the committed offsets of %d groups", len(loaded.committed))
+        members = sum(len(g.members) for g in self.groups.values())
+        if members:
+            logger.info("loaded %d members of classic groups", members)
+        self._expiry = asyncio.create_task(self._expire_sessions())
+        self._offsets_expiry = asyncio.create_task(self._expire_offsets())
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._expiry, self._offsets_expiry) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(SESSION_CHECK_SECONDS)
+            for group in list(self.groups.values()):
+                for member_id in group.expire_sessions():
+                    logger.info("member %s of group %s timed out", member_id, group.group_id)
+
+    async def _expire_offsets(self) -> None:
+        """Kafka's offsets-retention check, every ``offsets.retention.check.interval.ms``."""
+        while True:
+            await asyncio.sleep(self.ctx.settings.offsets_retention_check_interval_ms / 1000)
+            try:
+                count = await self.expire_offsets(wall_clock_ms())
+            except KafkaLogError:
+                logger.exception("could not expire old committed offsets; trying again later")
+                continue
+            if count:
+                logger.info("removed %d expired committed offsets", count)
+
+    def complete_transaction(self, producer_id: int, partition: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction is in ``__consumer_offsets`` partition
+        ``partition``: its offsets count now (COMMIT) or never (ABORT)."""
+        staged = self.pending_transactions.pop((producer_id, partition), {})
+        if commit:
+            for group_id, offsets in staged.items():
+                settle(self.group(group_id).offsets, offsets)
+
+    def group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            loop = asyncio.get_running_loop()
+            group = Group(
+                group_id,
+                loop.time,
+                self.ctx.settings.initial_rebalance_delay_ms,
+                lambda stored: self.store_group(group_id, stored),
+            )
+            self.groups[group_id] = group
+        return group
+
+    async def store_group(self, group_id: str, stored: StoredGroup) -> None:
+        """Append ``group_id``'s GroupMetadata record to its ``__consumer_offsets`` partition,
+        in order with the group's offset commits."""
+        row = (group_metadata_key(group_id), group_metadata_value(stored))
+        partitions = self.ctx.settings.offsets_partitions
+        async with self.commit_lock:
+            await self.run(append_offset_records, self.ctx.manager, group_id, [row], partitions)
+
+    # --- the group's records in __consumer_offsets ---------------------------------------------
+
+    def append_offsets(self, group_id: str, rows: list[tuple[bytes, bytes | None]]) -> int:
+        """Write commit records (or tombstones) to the group's ``__consumer_offsets``
+        partition (on a worker); the first one's offset."""
+        return append_offset_records(
+            self.ctx.manager, group_id, rows, self.ctx.settings.offsets_partitions
+        )
+
+    async def delete_offsets(
+        self, group: Group, tps: list[tuple[str, int]], whole_group: bool = False
+    ) -> None:
+        """Tombstone ``tps`` of ``group`` in ``__consumer_offsets`` (and its GroupMetadata
+        when ``whole_group``), then forget them: a deletion is durable before anyone is told
+        (DeleteGroups, OffsetDelete, expiry)."""
+        if not tps and not whole_group:
+            return
+        async with self.commit_lock:
+            tombstones: list[tuple[bytes, bytes | None]] = [
+                (offset_commit_key(group.group_id, *tp), None) for tp in tps
+            ]
+            if whole_group:
+                tombstones.append((group_metadata_key(group.group_id), None))
+            await self.run(self.append_offsets, group.group_id, tombstones)
+            for tp in tps:
+                group.offsets.pop(tp, None)
+                drop_staged(self.pending_transactions.values(), group.group_id, tp)
+
+    async def expire_offsets(self, now_ms: int) -> int:
+        """Tombstone every expired offset in ``__consumer_offsets`` and forget it; a group left
+        empty with no offsets is removed (Dead), its GroupMetadata tombstoned in the same batch
+        (Kafka's GroupMetadataManager.cleanupGroupMetadata). Returns how many offsets expired."""
+        retention = self.ctx.settings.offsets_retention_ms
+        expired = 0
+        for group_id, group in list(self.groups.items()):
+            doomed = expired_offsets(group, now_ms, retention)
+            dead = (
+                not group.members
+                and group.state is GroupState.EMPTY
+                and set(group.offsets) <= set(doomed)
+                and not any(group_id in staged for staged in self.pending_transactions.values())
+            )
+            await self.delete_offsets(group, doomed, whole_group=dead)
+            expired += len(doomed)
+            if dead:
+                group.state = GroupState.DEAD
+                self.groups.pop(group_id, None)
+        return expired

@@ -1,0 +1,212 @@
+"""The group coordinator's membership APIs on the wire: FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup (classic protocol).
+
+Why: consumers that ``subscribe()`` (and every tool that names a ``--group``) need a
+coordinator; this module parses each request version, applies Kafka's checks (session
+timeout bounds), calls the coordinator's groups and builds each version's response.
+FindCoordinator answers for both coordinators (key type 0, groups; 1, transactional ids):
+this one broker is both, and it creates a missing coordinator topic first. Refuses: other key
+types (share groups, KIP-932) and KIP-848 member epochs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.coordinator.group_coordinator import GroupCoordinator
+from kafkalog.coordinator.group_member import JoinRequest
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC
+from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC
+from kafkalog.errors import KafkaLogError
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.internal_topics import ensure_internal_topic
+
+logger = logging.getLogger("kafkalog.server")
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+async def find_coordinator(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ApiKey.FIND_COORDINATOR, version, True)
+    node, where = ctx.settings.node_id, ctx.advertised
+    keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+    key_type = getattr(body, "key_type", 0)
+    code = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
+    message = None if code is ErrorCode.none else f"unknown coordinator key type {key_type}"
+    if code is ErrorCode.none:
+        # the coordinator's topic is created at the first lookup, and the client asks
+        # again meanwhile (Kafka's KafkaApis.getCoordinator)
+        topic = OFFSETS_TOPIC if key_type == 0 else TRANSACTION_TOPIC
+        if topic not in ctx.manager.topics():
+            try:
+                await coord.run(ensure_internal_topic, ctx, topic)
+            except KafkaLogError:
+                logger.exception("could not create the internal topic %s", topic)
+            code = ErrorCode.coordinator_not_available
+    if code is not ErrorCode.none:  # Kafka's Node.noNode
+        node, host, port = -1, "", -1
+    else:
+        host, port = where.host, where.port
+    if version >= 4:
+        return make(
+            mod,
+            "FindCoordinatorResponse",
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                make(
+                    mod,
+                    "Coordinator",
+                    key=k,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=code,
+                    error_message=message,
+                )
+                for k in keys
+            ),
+        )
+    return make(
+        mod,
+        "FindCoordinatorResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        node_id=node,
+        host=host,
+        port=port,
+    )
+
+
+async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ApiKey.JOIN_GROUP, version, True)
+    session = _ms(body.session_timeout)
+    rebalance = _ms(body.rebalance_timeout) if version >= 1 else session
+    settings = ctx.settings
+    if not body.group_id:
+        result_error: ErrorCode | None = ErrorCode.invalid_group_id
+    elif not settings.min_session_timeout_ms <= session <= settings.max_session_timeout_ms:
+        result_error = ErrorCode.invalid_session_timeout
+    else:
+        result_error = None
+    if result_error is not None:
+        return make(
+            mod,
+            "JoinGroupResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=result_error,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",  # nullable from v7, as Kafka
+            leader="",
+            member_id=body.member_id,
+            members=(),
+        )
+    result = await coord.group(body.group_id).join(
+        JoinRequest(
+            member_id=body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            client_id=request.client_id or "",
+            client_host="/127.0.0.1",
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+            require_known_member_id=version >= 4,
+        )
+    )
+    return make(
+        mod,
+        "JoinGroupResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+        leader=result.leader,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=tuple(
+            make(mod, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md)
+            for m, i, md in result.members
+        ),
+    )
+
+
+async def sync_group(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ApiKey.SYNC_GROUP, version, True)
+    group = coord.groups.get(body.group_id)
+    if group is None:
+        return make(
+            mod,
+            "SyncGroupResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.unknown_member_id,
+            assignment=b"",
+        )
+    result = await group.sync(
+        body.member_id,
+        body.generation_id,
+        getattr(body, "group_instance_id", None),
+        {a.member_id: bytes(a.assignment) for a in body.assignments},
+    )
+    return make(
+        mod,
+        "SyncGroupResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def heartbeat(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
+    body = request.body
+    mod = payload_module(ApiKey.HEARTBEAT, request.api_version, True)
+    group = coord.groups.get(body.group_id)
+    code = (
+        ErrorCode.unknown_member_id
+        if group is None
+        else group.heartbeat(
+            body.member_id, body.generation_id, getattr(body, "group_instance_id", None)
+        )
+    )
+    return make(mod, "HeartbeatResponse", throttle_time=NO_THROTTLE, error_code=code)
+
+
+async def leave_group(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    mod = payload_module(ApiKey.LEAVE_GROUP, version, True)
+    leaving = (
+        [(m.member_id, m.group_instance_id) for m in body.members]
+        if version >= 3
+        else [(body.member_id, None)]
+    )
+    group = coord.groups.get(body.group_id)
+    codes = [
+        ErrorCode.unknown_member_id if group is None else group.leave(m, i) for m, i in leaving
+    ]
+    top = codes[0] if version < 3 and codes else ErrorCode.none
+    return make(
+        mod,
+        "LeaveGroupResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=top,
+        members=tuple(
+            make(mod, "MemberResponse", member_id=m, group_instance_id=i, error_code=c)
+            for (m, i), c in zip(leaving, codes, strict=True)
+        )
+        if version >= 3
+        else (),
+    )
