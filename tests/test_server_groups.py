@@ -61,6 +61,33 @@ def _group() -> Group:
     return Group("g", asyncio.get_running_loop().time, 0)
 
 
+def test_a_rebalance_waits_for_a_member_told_to_rejoin_with_its_id() -> None:
+    """Kafka's ClassicGroup.hasAllMembersJoined: no rebalance completes while a member that
+    got MEMBER_ID_REQUIRED has yet to rejoin (the first consumer of a group took every
+    partition while the second was on its way); one that never comes back stops counting
+    after its session timeout."""
+
+    async def scenario() -> None:
+        group = _group()
+        a_id = (await group.join(_req())).member_id
+        b_id = (await group.join(_req())).member_id  # both told to rejoin with their ids
+        a = group.join(_req(a_id))
+        await asyncio.sleep(0.05)
+        assert not a.done(), "the rebalance completed with a member still on its way"
+        b = group.join(_req(b_id))
+        a_done, b_done = await asyncio.wait_for(asyncio.gather(a, b), 5)
+        assert a_done.generation == b_done.generation == 1
+        assert sorted(m[0] for m in a_done.members or b_done.members) == sorted([a_id, b_id])
+        # a pending member that never rejoins: the rebalance goes on after its session timeout
+        lone = Group("h", asyncio.get_running_loop().time, 0)
+        c_id = (await lone.join(_req())).member_id
+        await lone.join(dataclasses.replace(_req(), session_timeout_ms=200))
+        c = await asyncio.wait_for(lone.join(_req(c_id)), 5)
+        assert c.error == ErrorCode.none and [m[0] for m in c.members] == [c_id]
+
+    asyncio.run(scenario())
+
+
 def test_two_members_join_sync_and_rebalance_when_one_leaves() -> None:
     async def scenario() -> None:
         group = _group()

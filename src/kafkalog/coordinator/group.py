@@ -87,7 +87,7 @@ class Group:
             if req.group_instance_id is not None:
                 self._fence_static(req.group_instance_id)
             elif req.require_known_member_id:
-                self.pending_members.add(member_id)
+                self._add_pending(member_id, req.session_timeout_ms)
                 future.set_result(JoinResult(ErrorCode.member_id_required, member_id))
                 return future
         member = self.members.get(member_id)
@@ -193,11 +193,28 @@ class Group:
             self._timer.cancel()
         self._timer = asyncio.get_running_loop().call_later(seconds, callback)
 
-    def _maybe_complete_join(self) -> None:
+    def _all_joined(self) -> bool:
+        """Kafka's ClassicGroup.hasAllMembersJoined: every member waits in a JoinGroup and no
+        member told to rejoin with its new id (MEMBER_ID_REQUIRED) is still on its way."""
         waiting = all(m.join_waiter is not None for m in self.members.values())
+        return waiting and not self.pending_members
+
+    def _add_pending(self, member_id: str, session_timeout_ms: int) -> None:
+        """A member that must rejoin with ``member_id``; forgotten after its session timeout
+        if it never does (Kafka's pending-member expiration), so it cannot hold a rebalance."""
+        self.pending_members.add(member_id)
+
+        def expire() -> None:
+            if member_id in self.pending_members:
+                self.pending_members.discard(member_id)
+                self._maybe_complete_join()
+
+        asyncio.get_running_loop().call_later(session_timeout_ms / 1000, expire)
+
+    def _maybe_complete_join(self) -> None:
         if (
             self.state is GroupState.PREPARING_REBALANCE
-            and waiting
+            and self._all_joined()
             and self.now() >= self._delay_until
         ):
             self._complete_join()
@@ -209,7 +226,7 @@ class Group:
         if self.now() < self._delay_until:  # still in the initial delay: wait for joiners
             self._arm(self._delay_until - self.now(), self._on_rebalance_timeout)
             return
-        if all(m.join_waiter is not None for m in self.members.values()):
+        if self._all_joined():
             self._complete_join()
             return
         timeout = max((m.join.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -362,6 +379,7 @@ class Group:
             member_id = known
         if member_id in self.pending_members:
             self.pending_members.discard(member_id)
+            self._maybe_complete_join()  # it was all a rebalance waited for, perhaps
             return ErrorCode.none
         if member_id not in self.members:
             return ErrorCode.unknown_member_id
