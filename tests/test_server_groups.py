@@ -519,3 +519,35 @@ def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: 
         recent = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, group_id="recent")
         assert recent.committed(TopicPartition("e", 0)) == 1
         recent.close()
+
+
+def test_a_static_member_restarting_into_a_stable_group_takes_its_place_without_a_rebalance() -> (
+    None
+):
+    """KIP-345: the returning member (its group.instance.id, no member id) gets a new member id
+    and its old assignment at the current generation; the other member goes on undisturbed."""
+
+    async def scenario() -> None:
+        group = Group("g", asyncio.get_running_loop().time, 100)  # both join in the delay
+        a = group.join(_req(instance="a"))
+        b = group.join(_req(instance="b"))
+        a_res, b_res = await asyncio.wait_for(asyncio.gather(a, b), 5)
+        leader = a_res if a_res.members else b_res
+        plan = {m[0]: m[0].encode() for m in leader.members}
+        syncs = [
+            group.sync(r.member_id, r.generation, i, plan if r is leader else {})
+            for r, i in ((a_res, "a"), (b_res, "b"))
+        ]
+        await asyncio.wait_for(asyncio.gather(*syncs), 5)
+        generation = group.generation
+        again = await asyncio.wait_for(group.join(_req(instance="a")), 5)
+        assert again.error == ErrorCode.none and again.generation == generation
+        assert again.member_id != a_res.member_id
+        assert group.state is GroupState.STABLE
+        assert group.heartbeat(b_res.member_id, generation, "b") == ErrorCode.none
+        synced = await group.sync(again.member_id, generation, "a", {})
+        assert synced.assignment == a_res.member_id.encode()  # what it had
+        old = await group.sync(a_res.member_id, generation, "a", {})
+        assert old.error == ErrorCode.unknown_member_id  # the old incarnation is gone
+
+    asyncio.run(scenario())

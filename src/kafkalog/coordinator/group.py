@@ -84,6 +84,9 @@ class Group:
         member_id = req.member_id
         if not member_id:
             member_id = f"{req.client_id}-{uuid.uuid4()}"
+            if req.group_instance_id is not None and self._can_replace_static(req):
+                self._spawn(self._replace_static(req, member_id, future))
+                return future
             if req.group_instance_id is not None:
                 self._fence_static(req.group_instance_id)
             elif req.require_known_member_id:
@@ -148,6 +151,47 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member_id
         return member
+
+    def _can_replace_static(self, req: JoinRequest) -> bool:
+        """KIP-345: a static member restarting into a Stable group, asking for what it had,
+        takes its old place without a rebalance (Kafka's updateStaticMemberAndRebalance)."""
+        assert req.group_instance_id is not None
+        old = self.members.get(self.static_members.get(req.group_instance_id, ""))
+        return self.state is GroupState.STABLE and old is not None and self._same_join(old, req)
+
+    async def _replace_static(
+        self, req: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
+    ) -> None:
+        """The new incarnation gets the old one's assignment under a new member id, stored
+        before it is told; the old one's waiters are fenced; nobody else rebalances."""
+        assert req.group_instance_id is not None and self.protocol_name is not None
+        old_id = self.static_members[req.group_instance_id]
+        old = self.members.pop(old_id)
+        if old.join_waiter is not None and not old.join_waiter.done():
+            old.join_waiter.set_result(JoinResult(ErrorCode.fenced_instance_id, old_id))
+        if old.sync_waiter is not None and not old.sync_waiter.done():
+            old.sync_waiter.set_result(SyncResult(ErrorCode.fenced_instance_id))
+        self.members[member_id] = Member(member_id, req, self.now(), old.assignment)
+        self.static_members[req.group_instance_id] = member_id
+        if self.leader_id == old_id:
+            self.leader_id = member_id
+        assigned = {m.member_id: m.assignment for m in self.members.values()}
+        try:
+            await self.store(stored_group(self, assigned))
+        except KafkaLogError as err:
+            logger.warning("could not store static member %s: %s", req.group_instance_id, err)
+            future.set_result(JoinResult(ErrorCode.coordinator_not_available, member_id))
+            return
+        future.set_result(
+            JoinResult(
+                ErrorCode.none,
+                member_id,
+                self.generation,
+                self.protocol_type,
+                self.protocol_name,
+                self.leader_id or "",
+            )
+        )
 
     def _fence_static(self, instance_id: str) -> None:
         """A static member rejoining with no member id replaces its older incarnation."""
