@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import struct
 import subprocess
 import threading
@@ -551,3 +552,48 @@ def test_a_static_member_restarting_into_a_stable_group_takes_its_place_without_
         assert old.error == ErrorCode.unknown_member_id  # the old incarnation is gone
 
     asyncio.run(scenario())
+
+
+def test_a_silent_members_session_ends_on_time(tmp_path: Path) -> None:
+    """Each session is timed on its own (it was polled every half second, so a member went
+    0.7-1.2 s late): a static member silent for its 400 ms session is gone within ~50 ms of
+    it."""
+    from kafkalog.protocol.wire import make
+    from server_helpers import decode_response, exchange, frame, request_module
+
+    overrides = {**FAST_GROUPS, "group.min.session.timeout.ms": "100"}
+    with serve(tmp_path, overrides=overrides) as server:
+        port = int(server.bootstrap_servers.rsplit(":", 1)[1])
+        mod = request_module(11, 5)
+        join = make(
+            mod,
+            "JoinGroupRequest",
+            group_id="timed",
+            session_timeout=datetime.timedelta(milliseconds=400),
+            rebalance_timeout=datetime.timedelta(milliseconds=400),
+            member_id="",
+            group_instance_id="static-1",
+            protocol_type="consumer",
+            protocols=(make(mod, "JoinGroupRequestProtocol", name="range", metadata=b""),),
+        )
+        joined = decode_response(11, 5, exchange(port, frame(11, 5, join)), header_v1=False)
+        assert joined.error_code == 0
+        sync_mod = request_module(14, 3)
+        sync = make(
+            sync_mod,
+            "SyncGroupRequest",
+            group_id="timed",
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id="static-1",
+            assignments=(),
+        )
+        assert decode_response(14, 3, exchange(port, frame(14, 3, sync)), header_v1=False)
+        heard = time.monotonic()
+        coordinator = server._groups
+        assert coordinator is not None
+        while coordinator.groups["timed"].members and time.monotonic() - heard < 5:
+            time.sleep(0.005)
+        late = time.monotonic() - heard - 0.4
+        print(f"the session ended {late * 1000:.0f} ms after its timeout")
+        assert -0.05 < late < 0.15

@@ -455,6 +455,18 @@ class Group:
             if not self.members and self.state is GroupState.PREPARING_REBALANCE:
                 self._complete_join()
 
+    def next_session_deadline(self) -> float | None:
+        """When the first member's session runs out if it stays silent (on ``now``'s clock);
+        None when no member's session is running."""
+        return min(
+            (
+                m.last_heartbeat + m.join.session_timeout_ms / 1000
+                for m in self.members.values()
+                if m.join_waiter is None and m.sync_waiter is None
+            ),
+            default=None,
+        )
+
     def expire_sessions(self) -> list[str]:
         """Remove members silent for their session timeout. A member waiting in a join or a
         sync counts as heard from (Kafka's ClassicGroupMember.hasSatisfiedHeartbeat): clients

@@ -85,8 +85,15 @@ class GroupCoordinator:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _expire_sessions(self) -> None:
+        """Each member's session timed on its own, as Kafka times each one: the check wakes
+        when the first session runs out (a heartbeat only ever moves a deadline later), and
+        at least every SESSION_CHECK_SECONDS for members that joined meanwhile."""
+        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(SESSION_CHECK_SECONDS)
+            found = (g.next_session_deadline() for g in self.groups.values())
+            deadlines = [d for d in found if d is not None]
+            first = min(deadlines, default=loop.time() + SESSION_CHECK_SECONDS)
+            await asyncio.sleep(max(0.0, min(first - loop.time(), SESSION_CHECK_SECONDS)) + 0.001)
             for group in list(self.groups.values()):
                 for member_id in group.expire_sessions():
                     logger.info("member %s of group %s timed out", member_id, group.group_id)
