@@ -100,3 +100,23 @@ def test_authorized_operations_are_every_operation_without_an_authorizer(tmp_pat
         assert len(cluster.authorized_operations) == 7
         plain = admin.describe_cluster().result(10)
         assert plain.authorized_operations is None
+
+
+def test_produce_says_which_records_it_refused(tmp_path: Path) -> None:
+    """KIP-467 (Produce v8+): a batch refused for some of its records names each of them in
+    ``record_errors``, as Kafka's RecordValidationException does; the client fails those with
+    INVALID_RECORD and the rest as their batch's casualties."""
+    from kafkalog import MemoryRecords
+    from server_helpers import produce_body
+
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("c", 1, {"cleanup.policy": "compact"})
+    with serve(tmp_path) as server:
+        records = [Record(b"v", key=None if i in (1, 3) else b"k") for i in range(5)]
+        body = produce_body(9, "c", 0, bytes(MemoryRecords.build(records)))
+        data = exchange(_port(server), frame(0, 9, body))
+        part = decode_response(0, 9, data, header_v1=True).responses[0].partition_responses[0]
+        assert part.error_code == 87  # INVALID_RECORD
+        assert [e.batch_index for e in part.record_errors] == [1, 3]
+        assert all("without key" in e.batch_index_error_message for e in part.record_errors)
+        assert part.error_message and "record 1" in part.error_message

@@ -62,7 +62,12 @@ class CorruptCheckpointError(CorruptionError):
 
 class InvalidRecordError(KafkaLogError, ValueError):
     """Records that are well formed but not acceptable (e.g. a keyless record on a compacted topic,
-    a builder asked for an impossible batch)."""
+    a builder asked for an impossible batch). ``record_errors``: (index in the batch, why) of
+    each record refused, when the refusal is per record (Kafka's RecordValidationException)."""
+
+    def __init__(self, message: str, *, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class UnsupportedCompressionTypeError(KafkaLogError, ValueError):
@@ -82,7 +87,12 @@ class RecordBatchTooLargeError(KafkaLogError, ValueError):
 
 
 class InvalidTimestampError(KafkaLogError, ValueError):
-    """A record timestamp is outside the topic's allowed bounds."""
+    """A record timestamp is outside the topic's allowed bounds; ``record_errors`` as for
+    InvalidRecordError."""
+
+    def __init__(self, message: str, *, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InvalidConfigError(KafkaLogError, ValueError):

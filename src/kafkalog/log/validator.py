@@ -225,8 +225,8 @@ def check_record_values(
     if errors:
         detail = "; ".join(f"record {i}: {msg}" for i, msg in errors[:3])
         if timestamp_error:
-            raise InvalidTimestampError(detail)
-        raise InvalidRecordError(detail)
+            raise InvalidTimestampError(detail, record_errors=tuple(errors))
+        raise InvalidRecordError(detail, record_errors=tuple(errors))
 
 
 def assign_offsets(

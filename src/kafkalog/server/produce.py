@@ -45,6 +45,7 @@ def _partition(
     append_time: int = -1,
     log_start: int = -1,
     message: str | None = None,
+    record_errors: tuple[tuple[int, str], ...] = (),
 ) -> Any:
     return make(
         mod,
@@ -58,7 +59,10 @@ def _partition(
             else datetime.datetime.fromtimestamp(append_time / 1000, datetime.UTC)
         ),
         log_start_offset=log_start,
-        record_errors=(),
+        record_errors=tuple(
+            make(mod, "BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=why)
+            for i, why in record_errors
+        ),
         error_message=message,
     )
 
@@ -140,7 +144,10 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                 if code is ErrorCode.unknown_server_error:
                     code = ErrorCode.corrupt_message
                 logger.debug("produce to %s-%d failed: %s", topic.name, part.index, err)
-                partitions.append(_partition(mod, part.index, code, message=str(err)))
+                per_record = getattr(err, "record_errors", ())  # KIP-467: which records
+                partitions.append(
+                    _partition(mod, part.index, code, message=str(err), record_errors=per_record)
+                )
                 continue
             wrote = wrote or not info.duplicate
             partitions.append(
