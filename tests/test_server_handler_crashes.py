@@ -5,6 +5,7 @@ replica id field), which librdkafka sends to check a consumer's position after a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +121,26 @@ def test_produce_says_which_records_it_refused(tmp_path: Path) -> None:
         assert [e.batch_index for e in part.record_errors] == [1, 3]
         assert all("without key" in e.batch_index_error_message for e in part.record_errors)
         assert part.error_message and "record 1" in part.error_message
+
+
+def test_list_groups_by_type_as_kafka_4(tmp_path: Path) -> None:
+    """ListGroups v5's type filter (KIP-848; ``kafka-groups.sh --list --type``): every group
+    here is a classic one."""
+    from confluent_kafka import ConsumerGroupType, Producer
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaConsumer
+
+    with serve(tmp_path) as server:
+        bootstrap = server.bootstrap_servers
+        Producer({"bootstrap.servers": bootstrap}).produce("t", b"v")
+        consumer = KafkaConsumer("t", bootstrap_servers=bootstrap, group_id="classic-g")
+        consumer.poll(2000)
+        consumer.close()
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def listed(*types: Any) -> list[str]:
+            result = admin.list_consumer_groups(types=set(types)).result(10)
+            return sorted(g.group_id for g in result.valid)
+
+        assert listed(ConsumerGroupType.CLASSIC) == ["classic-g"]
+        assert listed(ConsumerGroupType.CONSUMER) == []

@@ -148,7 +148,7 @@ API_TABLE: tuple[Api, ...] = (
     Api(
         ApiKey.DESCRIBE_GROUPS, (0, 5), _L, lambda a, r: group_offsets.describe_groups(a.groups, r)
     ),
-    Api(ApiKey.LIST_GROUPS, (0, 4), _L, lambda a, r: group_offsets.list_groups(a.groups, r)),
+    Api(ApiKey.LIST_GROUPS, (0, 5), _L, lambda a, r: group_offsets.list_groups(a.groups, r)),
     Api(ApiKey.DELETE_GROUPS, (0, 2), _L, lambda a, r: group_offsets.delete_groups(a.groups, r)),
     Api(ApiKey.OFFSET_DELETE, (0, 0), _L, lambda a, r: group_offsets.offset_delete(a.groups, r)),
     # the transaction coordinator

@@ -165,6 +165,16 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
 async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
     mod = payload_module(ApiKey.LIST_GROUPS, request.api_version, True)
     states = {s.lower() for s in getattr(request.body, "states_filter", ())}
+    # v5 (KIP-848's kafka-groups.sh --list --type): every group here is a classic one
+    types = {t.lower() for t in getattr(request.body, "types_filter", ())}
+    if types and "classic" not in types:
+        return make(
+            mod,
+            "ListGroupsResponse",
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            groups=(),
+        )
     listed = [
         make(
             mod,
