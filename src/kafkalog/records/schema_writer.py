@@ -19,16 +19,8 @@ from typing import Any, cast
 from kafkalog.errors import InvalidArgumentError
 from kafkalog.records.coordinator_schemas import COORDINATOR_SCHEMAS
 from kafkalog.records.schema_reader import FIXED, Field
+from kafkalog.records.varint import encode_unsigned
 from kafkalog.types import uuid_bytes
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class SchemaWriter:
@@ -40,7 +32,7 @@ class SchemaWriter:
 
     def _length(self, n: int | None, array: bool) -> None:
         if self.flexible:
-            self.out += _uvarint(0 if n is None else n + 1)
+            self.out += encode_unsigned(0 if n is None else n + 1)
         else:
             size = -1 if n is None else n
             self.out += FIXED["int32" if array else "int16"].pack(size)
@@ -87,9 +79,9 @@ class SchemaWriter:
                 inner.value(name, kind, version, value)
                 tagged.append((tag, bytes(inner.out)))
         if self.flexible:
-            self.out += _uvarint(len(tagged))
+            self.out += encode_unsigned(len(tagged))
             for tag, data in sorted(tagged):
-                self.out += _uvarint(tag) + _uvarint(len(data)) + data
+                self.out += encode_unsigned(tag) + encode_unsigned(len(data)) + data
 
 
 def _schema(name: str, version: int) -> tuple[tuple[Field, ...], bool]:
