@@ -86,3 +86,27 @@ def test_a_partition_the_topic_lacks_is_refused_before_reading(data: str) -> Non
                        stdin="x\n")  # fmt: skip
     assert code == EXIT_NOT_FOUND and "partition 3 of 't' does not exist (it has 1)" in err
     assert batches(data) == []
+
+
+def test_producing_to_a_new_topic_creates_it_as_a_broker_would(tmp_path: Path) -> None:
+    """Kafka's console and perf producers against a broker auto-create a missing topic
+    (``auto.create.topics.enable``, ``num.partitions``); so do kafkalog's on the files."""
+    code, _, err = run("produce", "--log-dirs", str(tmp_path), "--topic", "fresh", stdin=b"a\nb\n")
+    assert code == 0 and "created topic fresh with 1 partition(s)" in err
+    code, out, _ = run(
+        "perf",
+        "produce",
+        "--log-dirs",
+        str(tmp_path),
+        "--topic",
+        "perf",
+        "--num-records",
+        "10",
+        "--record-size",
+        "10",
+        "--throughput",
+        "-1",
+    )
+    assert code == 0 and "10 records sent" in out
+    code, out, _ = run("get-offsets", "--log-dirs", str(tmp_path))
+    assert out.split() == ["fresh:0:2", "perf:0:10"]

@@ -54,8 +54,14 @@ def _unescape(match: re.Match[str]) -> str:
     return chr(int(code[1:], 16)) if code[0] == "u" else _ESCAPES[code]
 
 
-def partition_count(manager: LogManager, topic: str) -> int:
+def partition_count(manager: LogManager, topic: str, *, create: bool = False) -> int:
+    """The topic's partitions. A missing one is created when ``create`` (a producer), as a
+    broker with ``auto.create.topics.enable`` does for Kafka's console and perf producers:
+    ``num.partitions`` partitions and the defaults, said on stderr."""
     count = manager.topics().get(topic)
+    if count is None and create:
+        count = len(manager.create_topic(topic))
+        click.echo(f"created topic {topic} with {count} partition(s)", err=True)
     if count is None:
         raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
     return count
@@ -105,7 +111,7 @@ def produce(
     reader = LineMessageReader.from_properties(parse_properties(props))
     chunk_size = 1 if sync else CHUNK
     with LogManager(existing_dirs(log_dirs)) as manager:
-        count = partition_count(manager, topic)
+        count = partition_count(manager, topic, create=True)
         if partition is not None and not 0 <= partition < count:
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of {topic!r} does not exist (it has {count})"

@@ -162,7 +162,7 @@ def perf_produce(
     appends = LatencyStats()
     batch_bytes: list[int] = []
     with LogManager(existing_dirs(log_dirs)) as manager:
-        count = partition_count(manager, topic)
+        count = partition_count(manager, topic, create=True)
         logs = [manager.get_log(topic, p) for p in range(count)]
         throttler = ThroughputThrottler(throughput)
         sent = 0
