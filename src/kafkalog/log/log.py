@@ -201,12 +201,15 @@ class Log:
         return dict(self._producer_state.producers)  # one C call: never half an append
 
     def producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        """The producer's latest state (epoch, sequences, open transaction), or None."""
         return self._producer_state.last_entry(producer_id)
 
     def ongoing_transactions(self) -> list[TxnMetadata]:
+        """The transactions open in this partition, oldest first."""
         return self._producer_state.ongoing_transactions()
 
     def producer_snapshot_offsets(self) -> list[int]:
+        """The offsets of the producer-state snapshots on disk, ascending."""
         return self._producer_state.snapshot_offsets()
 
     def leader_epochs(self) -> list[tuple[int, int]]:
