@@ -314,3 +314,50 @@ def test_serve_add_scram_stores_a_salted_credential(tmp_path: Path) -> None:
     stored = scram_store.load_credentials(tmp_path)
     assert stored[("SCRAM-SHA-512", "dave")].iterations == 8192
     assert b"dave-pw" not in (tmp_path / scram_store.FILE_NAME).read_bytes()
+
+
+def test_users_are_managed_through_the_broker_with_scram_credential_apis(tmp_path: Path) -> None:
+    """KIP-554 (kafka-configs --entity-type users, the Admin APIs): a SCRAM user added through
+    the broker authenticates at once, is described with its mechanism and iterations, and
+    after its deletion no longer logs in; errors per user as Kafka's."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    _add_users(tmp_path)
+    with serve(tmp_path, overrides=_sasl_overrides("SASL_PLAINTEXT")) as server:
+
+        def client(user: str, password: str, mechanism: str) -> dict[str, str]:
+            return {"bootstrap.servers": server.bootstrap_servers,
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                    "sasl.username": user, "sasl.password": password}  # fmt: skip
+
+        admin = AdminClient(client("carol", "carol-pw", "SCRAM-SHA-256"))
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        done = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("dave", info, b"dave-pw")]
+        )
+        done["dave"].result(10)
+        described = admin.describe_user_scram_credentials(["dave"])["dave"].result(10)
+        assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+            (ScramMechanism.SCRAM_SHA_512, 8192)
+        ]
+        dave = AdminClient(client("dave", "dave-pw", "SCRAM-SHA-512"))
+        assert dave.list_topics(timeout=10).brokers  # logged in with the new credential
+        too_few = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000)
+        refused = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("erin", too_few, b"x")]
+        )
+        with pytest.raises(KafkaException, match="iterations"):
+            refused["erin"].result(10)
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)]
+        )["dave"].result(10)
+        with pytest.raises(KafkaException):
+            admin.describe_user_scram_credentials(["dave"])["dave"].result(10)
+    assert ("SCRAM-SHA-512", "dave") not in scram_store.load_credentials(tmp_path)

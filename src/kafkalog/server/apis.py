@@ -57,6 +57,10 @@ from kafkalog.server.metadata import (
 from kafkalog.server.produce import handle_produce
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.sasl import SaslSession, illegal_state
+from kafkalog.server.scram_apis import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from kafkalog.server.txn_partitions import handle_describe_producers, handle_write_txn_markers
 
 if TYPE_CHECKING:
@@ -129,6 +133,8 @@ API_TABLE: tuple[Api, ...] = (
     Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), _W, handle_incremental_alter_configs),
     Api(ApiKey.DESCRIBE_PRODUCERS, (0, 0), _W, handle_describe_producers),
     Api(ApiKey.WRITE_TXN_MARKERS, (1, 1), _W, handle_write_txn_markers),
+    Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0), _W, handle_describe_user_scram_credentials),
+    Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0), _W, handle_alter_user_scram_credentials),
     Api(ApiKey.INIT_PRODUCER_ID, (0, 4), _L, _init_producer_id),
     # the group coordinator
     Api(
