@@ -361,3 +361,32 @@ def test_users_are_managed_through_the_broker_with_scram_credential_apis(tmp_pat
         with pytest.raises(KafkaException):
             admin.describe_user_scram_credentials(["dave"])["dave"].result(10)
     assert ("SCRAM-SHA-512", "dave") not in scram_store.load_credentials(tmp_path)
+
+
+@pytest.mark.kafka
+def test_kafka_configs_adds_a_scram_user_through_kafkalog(tmp_path: Path) -> None:
+    """``kafka-configs --entity-type users --alter --add-config SCRAM-SHA-256=[...]`` from
+    Kafka's own tools, over a SCRAM listener; the new user then logs in."""
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_oracle import java
+
+    _add_users(tmp_path)
+    with serve(tmp_path, overrides=_sasl_overrides("SASL_PLAINTEXT")) as server:
+        props = tmp_path / "admin.properties"
+        props.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="carol" password="carol-pw";\n'
+        )
+        out = java(LATEST, "kafka.admin.ConfigCommand", "--bootstrap-server",
+                   server.bootstrap_servers, "--command-config", str(props), "--entity-type",
+                   "users", "--entity-name", "frank", "--alter", "--add-config",
+                   "SCRAM-SHA-256=[iterations=8192,password=frank-pw]")  # fmt: skip
+        assert "Completed updating config for user frank" in out
+        # (its --describe of users also asks for client quotas, which come with quotas)
+        frank = AdminClient({"bootstrap.servers": server.bootstrap_servers,
+                             "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "frank",
+                             "sasl.password": "frank-pw"})  # fmt: skip
+        assert frank.list_topics(timeout=10).brokers
