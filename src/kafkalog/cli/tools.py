@@ -208,8 +208,9 @@ def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_:
                 f"--partitions {partitions!r}: comma-separated numbers"
             ) from None
     reader = LogDirsReader(existing_dirs(log_dirs))  # read-only: beside a writer, no byte written
-    for name in matching(sorted(reader.topics()), topic, if_exists=True):
-        for p in range(reader.topics()[name]):
+    topics = reader.topics()
+    for name in matching(sorted(topics), topic, if_exists=True):
+        for p in range(topics[name]):
             if wanted is not None and p not in wanted:
                 continue
             found = reader.view(name, p).list_offset(when)

@@ -265,6 +265,20 @@ def is_commit_marker(key: bytes | None) -> bool:
         return False
 
 
+def create_if_missing(
+    manager: LogManager, topic: str, partitions: int, config: Mapping[str, str]
+) -> bool:
+    """Create a coordinator's topic with its partition count and configs unless it exists
+    (Kafka's AutoTopicCreationManager.creatableTopic); True if this call created it. A
+    creator racing this one is no error: one of them wins."""
+    if topic in manager.topics():
+        return False
+    with contextlib.suppress(TopicExistsError):
+        manager.create_topic(topic, partitions, config)
+        return True
+    return False
+
+
 def append_offset_records(
     manager: LogManager,
     group_id: str,
@@ -274,9 +288,7 @@ def append_offset_records(
     """Write commit records (or tombstones) to the group's ``__consumer_offsets`` partition,
     creating the topic (``offsets.topic.num.partitions``) on the first commit. Returns the
     offset of the first record (the others follow it, in order)."""
-    if OFFSETS_TOPIC not in manager.topics():
-        with contextlib.suppress(TopicExistsError):  # another commit created it meanwhile
-            manager.create_topic(OFFSETS_TOPIC, partitions_if_new, OFFSETS_TOPIC_CONFIG)
+    create_if_missing(manager, OFFSETS_TOPIC, partitions_if_new, OFFSETS_TOPIC_CONFIG)
     partitions = manager.topics()[OFFSETS_TOPIC]
     log = manager.get_log(OFFSETS_TOPIC, partition_for(group_id, partitions))
     return log.append([records.Record(value, key) for key, value in rows]).first_offset

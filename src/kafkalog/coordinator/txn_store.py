@@ -15,13 +15,12 @@ and compression: Kafka writes this topic uncompressed.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkalog import records
-from kafkalog.coordinator.offsets_store import partition_for, read_whole_log
-from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.coordinator.offsets_store import create_if_missing, partition_for, read_whole_log
+from kafkalog.errors import KafkaLogError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import TRANSACTION_STATES, decode
@@ -137,9 +136,7 @@ def append_transaction_record(
 ) -> None:
     """Write ``meta`` as the transactional id's latest state, creating the topic
     (``transaction.state.log.num.partitions``) on first use."""
-    if TRANSACTION_TOPIC not in manager.topics():
-        with contextlib.suppress(TopicExistsError):
-            manager.create_topic(TRANSACTION_TOPIC, partitions_if_new, TRANSACTION_TOPIC_CONFIG)
+    create_if_missing(manager, TRANSACTION_TOPIC, partitions_if_new, TRANSACTION_TOPIC_CONFIG)
     partitions = manager.topics()[TRANSACTION_TOPIC]
     log = manager.get_log(TRANSACTION_TOPIC, partition_for(meta.transactional_id, partitions))
     log.append([records.Record(transaction_value(meta), transaction_key(meta.transactional_id))])

@@ -11,11 +11,13 @@ modules) and authorization (the request door decides who may ask at all).
 
 from __future__ import annotations
 
-import contextlib
-
-from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
+from kafkalog.coordinator.offsets_store import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    create_if_missing,
+)
 from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC, TRANSACTION_TOPIC_CONFIG
-from kafkalog.errors import InvalidTopicError, TopicExistsError
+from kafkalog.errors import InvalidTopicError
 from kafkalog.server.context import BrokerContext
 
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
@@ -50,15 +52,10 @@ def owned_by_a_coordinator(topic: str) -> bool:
 def ensure_internal_topic(ctx: BrokerContext, topic: str) -> bool:
     """Create a coordinator's topic with its partition count and configs if it is missing
     (Kafka's AutoTopicCreationManager.creatableTopic); True if this call created it."""
-    if topic in ctx.manager.topics():
-        return False
     if topic == OFFSETS_TOPIC:
         partitions, config = ctx.settings.offsets_partitions, OFFSETS_TOPIC_CONFIG
     elif topic == TRANSACTION_TOPIC:
         partitions, config = ctx.settings.transaction_partitions, TRANSACTION_TOPIC_CONFIG
     else:
         raise InvalidTopicError(f"kafkalog runs no coordinator that owns {topic}")
-    with contextlib.suppress(TopicExistsError):  # another request created it meanwhile
-        ctx.manager.create_topic(topic, partitions, config)
-        return True
-    return False
+    return create_if_missing(ctx.manager, topic, partitions, config)

@@ -99,50 +99,47 @@ def _alter(ctx: BrokerContext, request: Request) -> Any:
     body = request.body
     log_dir = ctx.manager.log_dirs[0]
     stored = load_credentials(log_dir)
-    errors: dict[str, tuple[ErrorCode, str]] = {}
+    errors: dict[str, tuple[ErrorCode, str]] = {}  # the first refusal of each user
     seen: dict[tuple[str, int], int] = {}
     for item in (*body.deletions, *body.upsertions):
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
     changed = dict(stored)
 
-    def refuse(user: str, code: ErrorCode, message: str) -> None:
-        errors.setdefault(user, (code, message))
+    def problem(item: Any, mechanism: str | None) -> tuple[ErrorCode, str] | None:
+        """What is wrong with a deletion or upsertion whatever it asks (ScramControlManager)."""
+        if not item.name:
+            return ErrorCode.unacceptable_credential, "Username must not be empty"
+        if mechanism is None:
+            return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+        if seen[(item.name, item.mechanism)] > 1:
+            return ErrorCode.duplicate_resource, _TWICE
+        return None
 
     for item in body.deletions:
         mechanism = MECHANISM_IDS.get(item.mechanism)
-        if not item.name:
-            refuse(item.name, ErrorCode.unacceptable_credential, "Username must not be empty")
-        elif mechanism is None:
-            refuse(item.name, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
-        elif seen[(item.name, item.mechanism)] > 1:
-            refuse(item.name, ErrorCode.duplicate_resource, _TWICE)
-        elif (mechanism, item.name) not in stored:
-            refuse(item.name, ErrorCode.resource_not_found, _NOT_FOUND.format("delete"))
+        wrong = problem(item, mechanism)
+        if wrong is None and (mechanism, item.name) not in stored:
+            wrong = ErrorCode.resource_not_found, _NOT_FOUND.format("delete")
+        if wrong is not None:
+            errors.setdefault(item.name, wrong)
         else:
-            changed.pop((mechanism, item.name), None)
+            changed.pop((str(mechanism), item.name), None)
     for item in body.upsertions:
         mechanism = MECHANISM_IDS.get(item.mechanism)
-        if not item.name:
-            refuse(item.name, ErrorCode.unacceptable_credential, "Username must not be empty")
-        elif mechanism is None:
-            refuse(item.name, ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
-        elif seen[(item.name, item.mechanism)] > 1:
-            refuse(item.name, ErrorCode.duplicate_resource, _TWICE)
-        elif item.iterations < MIN_ITERATIONS:
-            refuse(item.name, ErrorCode.unacceptable_credential, "Too few iterations")
-        elif item.iterations > MAX_ITERATIONS:
-            refuse(item.name, ErrorCode.unacceptable_credential, "Too many iterations")
+        wrong = problem(item, mechanism)
+        if wrong is None and not MIN_ITERATIONS <= item.iterations <= MAX_ITERATIONS:
+            few = item.iterations < MIN_ITERATIONS
+            wrong = ErrorCode.unacceptable_credential, f"Too {'few' if few else 'many'} iterations"
+        if wrong is not None:
+            errors.setdefault(item.name, wrong)
         else:
-            changed[(mechanism, item.name)] = _credential(
-                mechanism, bytes(item.salt), bytes(item.salted_password), item.iterations
+            salted = bytes(item.salted_password)
+            changed[(str(mechanism), item.name)] = _credential(
+                str(mechanism), bytes(item.salt), salted, item.iterations
             )
-    # a user with any refused change keeps all its credentials, as Kafka applies per user
-    for key in list(changed):
-        if key[1] in errors:
-            changed.pop(key)
-    for key, cred in stored.items():
-        if key[1] in errors:
-            changed[key] = cred
+    # a user with any refused change keeps every credential it had, as Kafka applies per user
+    changed = {k: v for k, v in changed.items() if k[1] not in errors}
+    changed.update((k, v) for k, v in stored.items() if k[1] in errors)
     if changed != stored:
         save_credentials(log_dir, changed)  # durable before anyone is told
         ctx.scram_credentials = changed  # connections made from now on

@@ -16,7 +16,6 @@ first, as Kafka's verification requires).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +27,11 @@ from kafkalog.coordinator.offsets_store import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIG,
     OffsetRows,
+    create_if_missing,
     partition_for,
 )
 from kafkalog.coordinator.txn_store import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
-from kafkalog.errors import KafkaLogError, TopicExistsError
+from kafkalog.errors import KafkaLogError
 from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
@@ -104,11 +104,8 @@ def _offsets_partition(txns: TransactionCoordinator, group_id: str) -> int:
     """The group's ``__consumer_offsets`` partition, creating the topic if this is its first
     use (a transaction may commit offsets before any group did)."""
     manager = txns.ctx.manager
-    if OFFSETS_TOPIC not in manager.topics():
-        with contextlib.suppress(TopicExistsError):
-            manager.create_topic(
-                OFFSETS_TOPIC, txns.ctx.settings.offsets_partitions, OFFSETS_TOPIC_CONFIG
-            )
+    partitions = txns.ctx.settings.offsets_partitions
+    create_if_missing(manager, OFFSETS_TOPIC, partitions, OFFSETS_TOPIC_CONFIG)
     return partition_for(group_id, manager.topics()[OFFSETS_TOPIC])
 
 
