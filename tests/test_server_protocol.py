@@ -97,6 +97,32 @@ def test_truncated_requests_are_refused_and_trailing_bytes_ignored() -> None:
     assert (request.client_id, request.body.topics) == ("rdkafka", None)
 
 
+def _legacy_request(api_key: int, version: int, body: bytes) -> bytes:
+    return struct.pack(">hhih", api_key, version, 1, 4) + b"test" + body
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "body", "field"),
+    [
+        (10, 0, b"\xff\xff", "key"),  # FindCoordinator's group id as a null string
+        (10, 3, b"\0" + b"\0\0\0", "key"),  # flexible: header tags, then a compact null
+        (2, 1, struct.pack(">iih", -1, 1, 1) + b"t" + struct.pack(">i", -1), "partitions"),
+        (15, 0, struct.pack(">ih", 1, -1), "groups"),  # a null element of DescribeGroups
+    ],
+)
+def test_a_null_where_the_schema_forbids_one_is_refused(
+    api_key: int, version: int, body: bytes, field: str
+) -> None:
+    """Kafka's generated readers refuse these; kio would read them as None."""
+    with pytest.raises(InvalidRequestError, match=f"non-nullable field {field} was serialized"):
+        decode_request(_legacy_request(api_key, version, body), SUPPORTED_VERSIONS)
+
+
+def test_a_null_where_the_schema_allows_one_is_read_as_none() -> None:
+    request = decode_request(_legacy_request(3, 1, struct.pack(">i", -1)), SUPPORTED_VERSIONS)
+    assert request.body.topics is None  # Metadata v1+: every topic
+
+
 def test_an_api_versions_request_of_an_unknown_version_gets_the_v0_answer() -> None:
     """KIP-511: the broker answers from the header alone, with UNSUPPORTED_VERSION, version 0
     and header version 0, so a newer client retries with a version the broker knows."""

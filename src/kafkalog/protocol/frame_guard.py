@@ -1,21 +1,26 @@
 """A walk over a request's bytes, by its schema, before kio parses it: every array's declared
-length must fit in the bytes that are left.
+length must fit in the bytes that are left, and no field Kafka's schema calls non-nullable may
+be sent as null.
 
 Why: kio's native parser reserves memory for an array's declared length before reading its
 elements, so one 40-byte request declaring 2^31 elements of a struct made the Rust allocator
 abort the whole process (found by test_every_api_key_and_version_with_a_random_body): one
 unauthenticated packet stopped every client's broker. Kafka's own parser refuses an array
 longer than the bytes left (ByteBufferAccessor, MessageUtil); this walk applies the same bound
-(each element takes at least one byte) and lets kio do the rest.
+(each element takes at least one byte) and lets kio do the rest. kio reads a null where the
+schema forbids one as None; Kafka's generated readers refuse it ("non-nullable field ... was
+serialized as null") and the broker closes the connection, so the same walk refuses it too.
 
 Refuses: only what cannot be a valid request (an array or string running past the frame, a
-truncated field); everything else is kio's to judge. Reads kio's schema classes through
-``kio.serial._introspect``, pinned with kio below 0.7.
+truncated field, a forbidden null); everything else is kio's to judge. Reads kio's schema
+classes through ``kio.serial._introspect``, pinned with kio below 0.7.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -40,6 +45,14 @@ Step = Callable[[bytes, int], int]  # (frame, position) -> the position after th
 
 class FrameTooShort(ValueError):
     """The frame ends, or declares more than it holds, inside a field."""
+
+
+class NullNotAllowed(ValueError):
+    """A field the schema calls non-nullable holds null (Kafka's readers refuse it)."""
+
+
+def _refuse_null(name: str) -> None:
+    raise NullNotAllowed(f"non-nullable field {name} was serialized as null")
 
 
 def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
@@ -75,7 +88,7 @@ def _count(data: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     return count, pos
 
 
-def _primitive(kafka_type: str, flexible: bool) -> Step:
+def _primitive(kafka_type: str, flexible: bool, name: str, nullable: bool) -> Step:
     if kafka_type in _FIXED:
         size = _FIXED[kafka_type]
         return lambda data, pos: _need(data, pos, size)
@@ -86,6 +99,8 @@ def _primitive(kafka_type: str, flexible: bool) -> Step:
 
         def compact(data: bytes, pos: int) -> int:
             length, pos = _uvarint(data, pos)
+            if length == 0 and not nullable:
+                _refuse_null(name)
             return _need(data, pos, max(length - 1, 0))
 
         return compact
@@ -93,14 +108,18 @@ def _primitive(kafka_type: str, flexible: bool) -> Step:
     def legacy(data: bytes, pos: int) -> int:
         pos = _need(data, pos, prefix)
         length = int.from_bytes(data[pos - prefix : pos], "big", signed=True)
+        if length < 0 and not nullable:
+            _refuse_null(name)
         return _need(data, pos, max(length, 0))
 
     return legacy
 
 
-def _array(element: Step, flexible: bool) -> Step:
+def _array(element: Step, flexible: bool, name: str, nullable: bool) -> Step:
     def walk(data: bytes, pos: int) -> int:
         count, pos = _count(data, pos, flexible)
+        if count < 0 and not nullable:
+            _refuse_null(name)
         for _ in range(count):
             pos = element(data, pos)
         return pos
@@ -125,6 +144,19 @@ def _tagged(data: bytes, pos: int) -> int:
     return pos
 
 
+def _holds_none(annotation: Any) -> bool:
+    """Whether kio's annotation lets the value be None: the schema's nullable."""
+    union = typing.get_origin(annotation) in (types.UnionType, typing.Union)
+    return union and type(None) in typing.get_args(annotation)
+
+
+def _element_type(annotation: Any) -> Any:
+    """X from an array field's ``tuple[X, ...]`` or ``tuple[X, ...] | None``."""
+    if _holds_none(annotation):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    return typing.get_args(annotation)[0]
+
+
 @cache
 def entity_walk(cls: Any) -> Step:
     """The walk of one kio request (or nested) entity class."""
@@ -139,8 +171,11 @@ def entity_walk(cls: Any) -> Step:
         elif isinstance(kind, EntityField | EntityTupleField):
             inner = entity_walk(kind.type_)
         else:
-            inner = _primitive(f.metadata["kafka_type"], flexible)
-        steps.append(_array(inner, flexible) if kind.is_array else inner)
+            held = _element_type(f.type) if kind.is_array else f.type
+            inner = _primitive(f.metadata["kafka_type"], flexible, f.name, _holds_none(held))
+        if kind.is_array:
+            inner = _array(inner, flexible, f.name, _holds_none(f.type))
+        steps.append(inner)
     if flexible:
         steps.append(_tagged)
 
@@ -153,5 +188,6 @@ def entity_walk(cls: Any) -> Step:
 
 
 def check_frame(cls: Any, data: bytes, offset: int) -> None:
-    """Raise FrameTooShort if the body of ``cls`` at ``offset`` cannot fit ``data``."""
+    """Raise FrameTooShort if the body of ``cls`` at ``offset`` cannot fit ``data``, and
+    NullNotAllowed if it holds a null where the schema forbids one."""
     entity_walk(cls)(data, offset)

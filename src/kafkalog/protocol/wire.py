@@ -20,8 +20,6 @@ import importlib
 import io
 import pkgutil
 import struct
-import types
-import typing
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -183,45 +181,8 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
             f"cannot parse API key {api_key} version {version} (correlation id "
             f"{correlation_id}): {err}"
         ) from err
-    problem = _null_where_not_nullable(body)
-    if problem is not None:
-        raise InvalidRequestError(
-            f"cannot parse API key {api_key} version {version} (correlation id "
-            f"{correlation_id}): non-nullable field {problem} was serialized as null"
-        )
     client_id: str | None = getattr(header, "client_id", None)
     return Request(api_key, version, correlation_id, client_id, body)
-
-
-@cache
-def _shape(cls: type[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(fields that may not be null, fields that hold entities or tuples of them)."""
-    required, nested = [], []
-    for f in dataclasses.fields(cls):
-        kinds = typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,)
-        if type(None) not in kinds:
-            required.append(f.name)
-        for kind in kinds:
-            inner = typing.get_args(kind) if typing.get_origin(kind) is tuple else (kind,)
-            if any(dataclasses.is_dataclass(t) for t in inner):
-                nested.append(f.name)
-                break
-    return tuple(required), tuple(nested)
-
-
-def _null_where_not_nullable(entity: Any) -> str | None:
-    """The first field holding null that Kafka's schema says may not (Kafka's generated
-    readers refuse such a request, and the broker closes the connection), else None."""
-    required, nested = _shape(entity.__class__)
-    for name in required:
-        if getattr(entity, name) is None:
-            return name
-    for name in nested:
-        value = getattr(entity, name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if item is not None and (found := _null_where_not_nullable(item)) is not None:
-                return f"{name}.{found}"
-    return None
 
 
 def encode_response(request: Request, body: Any) -> bytes:
