@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import Log, LogConfig, ManualClock, ProducerFields, Record
-from kafkalog.cleaner import Cleaner, CleanerConfig, LogCleaner, OffsetMap
+from kafkalog.cleaner import Cleaner, CleanerConfig, DigestOffsetMap, LogCleaner
 from kafkalog.cleaner.manager import CleaningState
 from kafkalog.cleaner.selection import (
     CleanerSegment,
@@ -222,7 +222,7 @@ def test_legacy_batches_are_filtered_keeping_offsets() -> None:
 
 
 def test_offset_map_capacity_follows_kafkas_slot_math() -> None:
-    m = OffsetMap(24 * 100, load_factor=0.9)
+    m = DigestOffsetMap(24 * 100, load_factor=0.9)
     assert (m.slots, m.usable_capacity) == (100, 90)
     m.put(b"a", 5)
     m.put(b"a", 9)
@@ -230,7 +230,7 @@ def test_offset_map_capacity_follows_kafkas_slot_math() -> None:
     m.clear()
     assert (m.size, m.latest_offset) == (0, -1)
     with pytest.raises(InvalidConfigError, match="dedupe"):
-        OffsetMap(24, load_factor=0.9)
+        DigestOffsetMap(24, load_factor=0.9)
 
 
 # --- the pure selection rules (item 107, 109, 113) -------------------------------------------

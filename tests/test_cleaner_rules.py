@@ -19,11 +19,10 @@ import pytest
 
 from kafkalog.cleaner._keymap import KeyOffsetMap
 from kafkalog.cleaner.keymap import filter_records, filter_region, map_batch, map_region
-from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.offset_map import DigestOffsetMap
 from kafkalog.cleaner.policy import CleanerCounters, map_record, retain_record
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.builder import RecordBatchBuilder
-from kafkalog.records.fastpath import fast_codec, use_fast_path
 from kafkalog.records.memory_records import MemoryRecords
 
 pytestmark = pytest.mark.one_codec  # compares the two implementations itself
@@ -102,16 +101,9 @@ def verdict(kept: bool, invalid: int) -> str:
     return KEEP if kept else (DROP_INVALID if invalid else DROP)
 
 
-def reference_offset_map() -> OffsetMap:
+def reference_offset_map() -> DigestOffsetMap:
     """The Python map, whichever codec the session runs."""
-    was = fast_codec() is not None
-    use_fast_path(False)
-    try:
-        offset_map = OffsetMap(1 << 16)
-    finally:
-        use_fast_path(was)
-    assert offset_map.compiled is None
-    return offset_map
+    return DigestOffsetMap(1 << 16)
 
 
 def reference_retain(case: RetainCase) -> str:

@@ -19,7 +19,7 @@ from kafkalog import Log, LogConfig, ManualClock, MemoryRecords, Record
 from kafkalog.cleaner import CleanerConfig, LogCleaner
 from kafkalog.cleaner._keymap import KeyOffsetMap
 from kafkalog.cleaner.keymap import filter_records, filter_region, map_region
-from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.offset_map import DigestOffsetMap, ExactOffsetMap, new_offset_map
 from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, RecordBatch, rewrite_crc
 from kafkalog.records.fastpath import fast_codec, use_fast_path
 from kafkalog.records.filter import BatchRetention, BatchRetentionResult, filter_buffer
@@ -181,10 +181,10 @@ def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
     before = fast_codec() is not None
     use_fast_path(True)
     try:
-        m = OffsetMap(24 * 4)  # Kafka's slots: 4, usable at 0.9: 3 keys
+        m = new_offset_map(24 * 4)  # Kafka's slots: 4, usable at 0.9: 3 keys
     finally:
         use_fast_path(before)
-    assert m.compiled is not None and m.usable_capacity == 3
+    assert isinstance(m, ExactOffsetMap) and m.usable_capacity == 3
     for i, key in enumerate([b"a", b"", b"a" * 1000, b"a"]):
         m.put(key, 10 + i)
     assert (m.get(b"a"), m.get(b""), m.get(b"a" * 1000), m.get(b"b")) == (13, 11, 12, -1)
@@ -196,6 +196,16 @@ def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
     assert m.get(b"k4321") == 4321 and m.size == 5003
     m.clear()
     assert (m.size, m.latest_offset, m.get(b"a")) == (0, -1, -1)
+
+
+def test_the_reference_codec_gets_kafkas_digest_map() -> None:
+    before = fast_codec() is not None
+    use_fast_path(False)
+    try:
+        m = new_offset_map(24 * 4)
+    finally:
+        use_fast_path(before)
+    assert isinstance(m, DigestOffsetMap) and m.usable_capacity == 3
 
 
 @needs_compiled

@@ -8,7 +8,7 @@ its pieces are kept small and separately testable. Refuses: anything but compact
 from kafkalog.cleaner.cleaner import Cleaner, CleanerStats
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.manager import CleaningResult, LogCleaner, LogCleanerManager
-from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.offset_map import DigestOffsetMap, ExactOffsetMap, OffsetMap, new_offset_map
 
 __all__ = [
     "Cleaner",
@@ -17,5 +17,8 @@ __all__ = [
     "CleaningResult",
     "LogCleaner",
     "LogCleanerManager",
+    "DigestOffsetMap",
+    "ExactOffsetMap",
     "OffsetMap",
+    "new_offset_map",
 ]

@@ -21,7 +21,7 @@ from itertools import groupby
 
 from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cleaner.keymap import FilteredRegion, map_batch, map_region
-from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.offset_map import ExactOffsetMap, new_offset_map
 from kafkalog.cleaner.page_in import page_in_ahead
 from kafkalog.cleaner.policy import (
     CleanedTransactionMetadata,
@@ -100,7 +100,7 @@ class Cleaner:
         self.clock = clock
         self.throttler = throttler
         self.check_done = check_done  # raises LogCleaningAbortedError if the round must stop
-        self.offset_map = OffsetMap(
+        self.offset_map = new_offset_map(
             config.dedupe_buffer_per_thread, config.dedupe_buffer_load_factor
         )
         self._buffer_size = config.io_buffer_per_thread
@@ -170,7 +170,7 @@ class Cleaner:
         stats: CleanerStats,
     ) -> bool:
         offset_map = self.offset_map
-        compiled = offset_map.compiled
+        compiled = offset_map.keys if isinstance(offset_map, ExactOffsetMap) else None
         position = seg.offset_index.lookup(start).position
         size = seg.size
         with seg.log.mapped(size) as view:
@@ -218,7 +218,7 @@ class Cleaner:
     ) -> bool:
         """Map the keys of every batch ``scanner`` yields; True if the map filled up."""
         offset_map = self.offset_map
-        compiled = offset_map.compiled
+        compiled = offset_map.keys if isinstance(offset_map, ExactOffsetMap) else None
         capacity = offset_map.usable_capacity
         for batch in scanner:
             if batch.is_control:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkalog.cleaner.keymap import FilteredRegion, filter_records, filter_region
-from kafkalog.cleaner.offset_map import OffsetMap
+from kafkalog.cleaner.offset_map import ExactOffsetMap, OffsetMap
 from kafkalog.log.cleanable import LastRecord
 from kafkalog.records import Record
 from kafkalog.records.batch import RecordBatch
@@ -170,12 +170,15 @@ class LogCleanerFilter:
         """``should_retain_record`` over the whole batch in the compiled loop, when the map is
         the compiled one; None (ask per record) otherwise, and for control batches and
         discarded transactional data, which stay on the reference path."""
-        compiled = self.offset_map.compiled
-        if compiled is None or batch.is_control or self._discard_batch_records:
+        if (
+            not isinstance(self.offset_map, ExactOffsetMap)
+            or batch.is_control
+            or self._discard_batch_records
+        ):
             return None
         horizon = batch.delete_horizon_ms
         retained = filter_records(
-            compiled,
+            self.offset_map.keys,
             batch,
             keep_tombstones=horizon is None or self.current_time < horizon,
             new_horizon=self.current_time + self.delete_retention_ms,
@@ -190,13 +193,12 @@ class LogCleanerFilter:
         ``kafkalog.cleaner.keymap.filter_region``), or None when the map is not the
         compiled one. The batches it leaves need this filter's per-batch rules: it stops at
         every batch ``check_batch_retention`` would keep even if empty."""
-        compiled = self.offset_map.compiled
-        if compiled is None:
+        if not isinstance(self.offset_map, ExactOffsetMap):
             return None
         if self._last_producer_ids is None:
             self._last_producer_ids = set(self.last_records)
         walked = filter_region(
-            compiled,
+            self.offset_map.keys,
             buffer,
             segment,
             position,
