@@ -20,6 +20,7 @@ from kafkalog.errors import InvalidTxnStateError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.producer_batches import ProducerFields
+from kafkalog.log.view import PartitionView
 from kafkalog.records import committed_records
 from kafkalog.testing.model import ModelLog
 from kafkalog.types import IsolationLevel
@@ -185,6 +186,13 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.recovery_point <= self.log.log_end_offset
         bases = self.log.segments.base_offsets
         assert list(bases) == sorted(set(bases))
+
+    @invariant()
+    def a_view_of_the_files_finds_the_same_last_stable_offset(self) -> None:
+        """PartitionView rebuilds the producer state from the files alone, with the Log's
+        rules: snapshots, then the batches after them."""
+        view = PartitionView(self.dir)
+        assert view.last_stable_offset(self.log.log_end_offset) == self.model.last_stable_offset
 
 
 TestLogMachine = LogMachine.TestCase

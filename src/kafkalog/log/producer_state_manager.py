@@ -13,7 +13,7 @@ Thread-safety: none of its own; the Log calls it under the log lock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,21 +270,30 @@ class ProducerStateManager:
         if first is not None:
             self._ongoing[first] = TxnMetadata(entry.producer_id, LogOffsetMetadata(first))
 
-    def _load_from_snapshot(self, log_start_offset: int, now: int) -> None:
-        while self._snapshots:
-            offset = max(self._snapshots)
+    def _load_from_snapshot(
+        self, log_start_offset: int, now: int | None, *, below: int | None = None
+    ) -> None:
+        """Load the newest readable snapshot (at or below ``below`` when given), its producers
+        idle past ``producer.id.expiration.ms`` at ``now`` left out (none when ``now`` is None).
+        The owner deletes a corrupt snapshot; a reader (``below`` given) only passes it by."""
+        candidates = sorted(
+            (o for o in self._snapshots if below is None or o <= below), reverse=True
+        )
+        for offset in candidates:
             path = self._snapshots[offset]
             try:
                 entries = snap.read_snapshot(path)
             except CorruptSnapshotError as err:
-                logger.warning("deleting corrupt producer snapshot %s: %s", path, err)
-                self._delete_snapshot(offset)
+                if below is None:
+                    logger.warning("deleting corrupt producer snapshot %s: %s", path, err)
+                    self._delete_snapshot(offset)
                 continue
             for e in entries:
                 entry = ProducerStateEntry.from_snapshot_entry(e)
-                if not self._is_expired(now, entry):
+                if now is None or not self._is_expired(now, entry):
                     self._load_entry(entry)
-            self._last_snap_offset = self._map_end_offset = offset
+            start = offset if below is None else max(offset, log_start_offset)
+            self._last_snap_offset = self._map_end_offset = start
             return
         self._last_snap_offset = self._map_end_offset = log_start_offset
 
@@ -345,3 +354,23 @@ def rebuild_producer_state(
                 state.apply_batches(seg.log.batches(begin.position, end))
     state.update_map_end_offset(last_offset)
     state.take_snapshot()
+
+
+def last_stable_offset_of(
+    directory: Path,
+    log_start_offset: int,
+    end: int,
+    batches: Callable[[int, int], Iterable[AnyBatch]],
+) -> int:
+    """The last stable offset at ``end`` of a partition this process does not own (a
+    PartitionView's): the same state a Log keeps, rebuilt in memory from the newest readable
+    snapshot at or below ``end`` and ``batches(start, end)`` after it; every transaction
+    decided below ``end`` counts as replicated. Reads files, writes none."""
+    state = ProducerStateManager(directory)
+    state._load_from_snapshot(log_start_offset, None, below=end)
+    start = state.map_end_offset
+    if start < end:
+        state.apply_batches(b for b in batches(start, end) if b.base_offset >= start)
+    state.on_high_watermark_updated(end)
+    first = state.first_unstable_offset()
+    return end if first is None else min(end, first.message_offset)

@@ -23,18 +23,17 @@ from pathlib import Path
 from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
-    CorruptSnapshotError,
     InvalidArgumentError,
     KafkaLogError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from kafkalog.log.producer_state_manager import last_stable_offset_of
 from kafkalog.records.committed import AbortedTransaction, aborted_from_markers
 from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
 from kafkalog.storage import offset_index, time_index
 from kafkalog.storage.checkpoints import OffsetCheckpointFile
-from kafkalog.storage.producer_snapshot import list_snapshots, read_snapshot
 from kafkalog.types import CLUSTER_METADATA_TOPIC, INT64_MAX, TopicPartition, check_int
 
 _INDEX_ENTRY = offset_index.ENTRY  # the index files' own layouts, declared once in storage
@@ -279,31 +278,10 @@ class PartitionView:
 
     def last_stable_offset(self, end: int | None = None) -> int:
         """The first offset of the earliest transaction still open at ``end`` (the LSO), or
-        ``end``: producer snapshots give the open transactions at their offset, and batch
-        headers after it open and close the rest."""
+        ``end``: the Log's own producer-state rules (log.producer_state_manager) over the
+        newest snapshot at or below ``end`` and the batch headers after it."""
         upper = self.log_end_offset() if end is None else end
-        snapshots = {o: p for o, p in list_snapshots(self.directory).items() if o <= upper}
-        open_txns: dict[int, int] = {}
-        scan_from = self.log_start_offset()
-        if snapshots:
-            offset = max(snapshots)
-            try:
-                entries = read_snapshot(snapshots[offset])
-                scan_from = max(scan_from, offset)
-                for e in entries:
-                    if e.current_txn_first_offset >= 0:
-                        open_txns[e.producer_id] = e.current_txn_first_offset
-            except CorruptSnapshotError:
-                pass  # no snapshot to trust: scan from the log start
-        if scan_from < upper:
-            for batch in self.batches(scan_from, upper):
-                if batch.base_offset < scan_from or not batch.is_transactional:
-                    continue
-                if batch.is_control:
-                    open_txns.pop(batch.producer_id, None)
-                else:
-                    open_txns.setdefault(batch.producer_id, batch.base_offset)
-        return min([upper, *open_txns.values()])
+        return last_stable_offset_of(self.directory, self.log_start_offset(), upper, self.batches)
 
 
 def discover_partitions(log_dirs: list[Path]) -> dict[TopicPartition, Path]:
