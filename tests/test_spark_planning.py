@@ -192,3 +192,41 @@ def test_a_start_past_the_end_is_blamed_on_starting_offsets(data: Path) -> None:
     with pytest.raises(InvalidConfigError) as err:
         plan_batch(read)  # type: ignore[arg-type]
     assert "endingOffsets" in str(err.value)
+
+
+def test_a_plan_lists_each_partition_directory_once(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolution of both ends, the start check, the upper bound and the split all ask the
+    plan's frozen views; listing a directory again could also answer from a later moment."""
+    import collections
+    import os
+
+    from kafkalog.log import view as view_module
+
+    listed: collections.Counter[str] = collections.Counter()
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def counting_scandir(path: object) -> object:
+        listed[Path(str(path)).name] += 1
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    def counting_listdir(path: object) -> object:
+        listed[Path(str(path)).name] += 1
+        return real_listdir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(view_module.os, "scandir", counting_scandir)
+    monkeypatch.setattr(view_module.os, "listdir", counting_listdir)
+    ranges = plan_batch(
+        opts(
+            data,
+            subscribe="a,b",
+            minPartitions="9",
+            startingOffsets="earliest",
+            endingOffsets="latest",
+            **{"kafka.isolation.level": "read_committed"},
+        )
+    )
+    assert len(ranges) >= 9
+    partitions = {name: n for name, n in listed.items() if name in ("a-0", "a-1", "b-0")}
+    assert partitions == {"a-0": 1, "a-1": 1, "b-0": 1}

@@ -69,7 +69,13 @@ class ProducerStateManager:
     """Owns the producers map, the ongoing and unreplicated transactions, the map end offset
     (state reflects every offset below it) and the ``.snapshot`` files of one partition."""
 
-    def __init__(self, directory: Path, config: ProducerStateConfig | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: ProducerStateConfig | None = None,
+        *,
+        snapshots: Mapping[int, Path] | None = None,
+    ) -> None:
         self.directory = directory
         self.config = config or ProducerStateConfig()
         self.producers: dict[int, ProducerStateEntry] = {}
@@ -77,7 +83,9 @@ class ProducerStateManager:
         self._unreplicated: dict[int, TxnMetadata] = {}  # completed, marker above the HW
         self._map_end_offset = 0
         self._last_snap_offset = 0
-        self._snapshots: dict[int, Path] = snap.list_snapshots(directory)
+        self._snapshots: dict[int, Path] = (
+            snap.list_snapshots(directory) if snapshots is None else dict(snapshots)
+        )
 
     # --- the map -------------------------------------------------------------------------------
 
@@ -358,15 +366,16 @@ def rebuild_producer_state(
 
 def last_stable_offset_of(
     directory: Path,
+    snapshots: Mapping[int, Path],
     log_start_offset: int,
     end: int,
     batches: Callable[[int, int], Iterable[AnyBatch]],
 ) -> int:
     """The last stable offset at ``end`` of a partition this process does not own (a
     PartitionView's): the same state a Log keeps, rebuilt in memory from the newest readable
-    snapshot at or below ``end`` and ``batches(start, end)`` after it; every transaction
-    decided below ``end`` counts as replicated. Reads files, writes none."""
-    state = ProducerStateManager(directory)
+    snapshot at or below ``end`` among ``snapshots`` and ``batches(start, end)`` after it;
+    every transaction decided below ``end`` counts as replicated. Reads files, writes none."""
+    state = ProducerStateManager(directory, snapshots=snapshots)
     state._load_from_snapshot(log_start_offset, None, below=end)
     start = state.map_end_offset
     if start < end:

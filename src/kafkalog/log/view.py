@@ -13,12 +13,14 @@ copied in a preallocated segment land).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from kafkalog.errors import (
     CorruptCheckpointError,
@@ -44,6 +46,7 @@ _ZERO_HEADER = bytes(12)  # base offset 0 and size 0: never a batch, always unwr
 # how long a batch that fails its checks in a preallocated active segment may take to land:
 # a writer descheduled mid-copy on a loaded host resumes within a few scheduler periods
 TORN_WRITE_PATIENCE_S = 1.0
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,29 +90,56 @@ def read_index_entries(path: Path) -> list[tuple[int, int]]:
 
 
 class PartitionView:
-    """Offsets, transactions and batches of one ``<topic>-<partition>`` directory, read fresh."""
+    """Offsets, transactions and batches of one ``<topic>-<partition>`` directory, read fresh.
 
-    def __init__(self, directory: Path | str) -> None:
+    A ``frozen`` view lists the directory once and keeps its first answers for the log start,
+    log end and last stable offset: one consistent picture for a query plan, which asks
+    each of them several times and must not see the partition move between two questions.
+    Batches are still read from the files, up to the sizes of that listing."""
+
+    def __init__(self, directory: Path | str, *, frozen: bool = False) -> None:
         if not isinstance(directory, str | os.PathLike):
             raise InvalidArgumentError(
                 f"a partition directory is a path, not {type(directory).__name__}"
             )
         self.directory = Path(directory)
         self.topic_partition: TopicPartition = fn.parse_partition_dir_name(self.directory.name)
+        self.frozen = frozen
+        self._kept: dict[str, Any] = {}
 
     def __repr__(self) -> str:
-        return f"PartitionView({self.directory})"
+        return f"PartitionView({self.directory}{', frozen' if self.frozen else ''})"
+
+    def _once(self, name: str, compute: Callable[[], _T]) -> _T:
+        if not self.frozen:
+            return compute()
+        if name not in self._kept:
+            self._kept[name] = compute()
+        value: _T = self._kept[name]
+        return value
 
     # ---- segments and bounds -------------------------------------------------------------
 
     def segments(self) -> list[SegmentFile]:
-        out = []
+        return list(self._once("listing", self._list)[0])
+
+    def snapshots(self) -> dict[int, Path]:
+        """The producer snapshots (``<offset>.snapshot``) of the same listing, by offset."""
+        return dict(self._once("listing", self._list)[1])
+
+    def _list(self) -> tuple[list[SegmentFile], dict[int, Path]]:
+        segments: list[SegmentFile] = []
+        snapshots: dict[int, Path] = {}
         try:
             entries = list(os.scandir(self.directory))
         except FileNotFoundError:
-            return []
+            return segments, snapshots
         for entry in entries:
             name = entry.name
+            if fn.is_snapshot_file(name):
+                with contextlib.suppress(ValueError):  # not one of Kafka's names
+                    snapshots[fn.offset_from_file_name(name)] = Path(entry.path)
+                continue
             if not name.endswith(fn.LOG_FILE_SUFFIX):
                 continue
             stem = name[: -len(fn.LOG_FILE_SUFFIX)]
@@ -119,15 +149,18 @@ class PartitionView:
                 size = entry.stat().st_size
             except FileNotFoundError:
                 continue  # deleted by retention while we listed
-            out.append(SegmentFile(int(stem), Path(entry.path), size))
-        out.sort(key=lambda s: s.base_offset)
-        return out
+            segments.append(SegmentFile(int(stem), Path(entry.path), size))
+        segments.sort(key=lambda s: s.base_offset)
+        return segments, snapshots
 
     def size_in_bytes(self) -> int:
         """The bytes of its segments' data files (Kafka's UnifiedLog.size)."""
         return sum(s.size for s in self.segments())
 
     def log_start_offset(self) -> int:
+        return self._once("log_start", self._log_start_offset)
+
+    def _log_start_offset(self) -> int:
         segments = self.segments()
         first = segments[0].base_offset if segments else 0
         checkpoint = self.directory.parent / fn.LOG_START_OFFSET_CHECKPOINT
@@ -141,6 +174,9 @@ class PartitionView:
 
     def log_end_offset(self) -> int:
         """The offset after the last complete, valid batch (the next offset a writer gives)."""
+        return self._once("log_end", self._log_end_offset)
+
+    def _log_end_offset(self) -> int:
         segments = self.segments()
         for seg in reversed(segments):
             last = self._last_batch_end(seg, seg is segments[-1])
@@ -280,8 +316,11 @@ class PartitionView:
         """The first offset of the earliest transaction still open at ``end`` (the LSO), or
         ``end``: the Log's own producer-state rules (log.producer_state_manager) over the
         newest snapshot at or below ``end`` and the batch headers after it."""
-        upper = self.log_end_offset() if end is None else end
-        return last_stable_offset_of(self.directory, self.log_start_offset(), upper, self.batches)
+        if end is None:
+            return self._once("lso", lambda: self.last_stable_offset(self.log_end_offset()))
+        return last_stable_offset_of(
+            self.directory, self.snapshots(), self.log_start_offset(), end, self.batches
+        )
 
 
 def discover_partitions(log_dirs: list[Path]) -> dict[TopicPartition, Path]:

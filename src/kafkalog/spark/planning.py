@@ -15,6 +15,7 @@ import itertools
 import math
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,13 +63,15 @@ def data_loss(message: str, fail: bool) -> None:
 
 
 def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView]:
-    """The partitions the subscribe/subscribePattern/assign option selects, found on disk."""
+    """The partitions the subscribe/subscribePattern/assign option selects, found on disk, as
+    frozen views: each directory is listed once per plan, and every question the plan asks
+    of a partition gets an answer from the same moment."""
     found = discover_partitions(list(opts.log_dirs))
     if opts.assign is not None:
         missing = [tp for tp in opts.assign if tp not in found]
         if missing:
             data_loss(f"assigned partitions {missing} do not exist", opts.fail_on_data_loss)
-        return {tp: PartitionView(found[tp]) for tp in opts.assign if tp in found}
+        return {tp: PartitionView(found[tp], frozen=True) for tp in opts.assign if tp in found}
     if opts.subscribe is not None:
         absent = sorted(set(opts.subscribe) - {tp.topic for tp in found})
         if absent:
@@ -79,7 +82,7 @@ def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView
         if (opts.subscribe is not None and tp.topic in opts.subscribe) or (
             pattern is not None and pattern.fullmatch(tp.topic)
         ):
-            chosen[tp] = PartitionView(path)
+            chosen[tp] = PartitionView(path, frozen=True)
     return chosen
 
 
@@ -165,14 +168,22 @@ def _pieces(opts: ReadOptions, ranges: list[OffsetRange]) -> list[int]:
     return parts
 
 
-def split_ranges(opts: ReadOptions, ranges: list[OffsetRange]) -> list[OffsetRange]:
+def split_ranges(
+    opts: ReadOptions,
+    ranges: list[OffsetRange],
+    views: Mapping[TopicPartition, PartitionView] | None = None,
+) -> list[OffsetRange]:
+    """Each range cut into its share of pieces on batch boundaries; ``views`` are the plan's
+    (selected_partitions), so the directories are not listed again."""
     ranges = [r for r in ranges if r.size > 0]
     out = []
     for r, parts in zip(ranges, _pieces(opts, ranges), strict=True):
         if parts == 1:
             out.append(r)
             continue
-        view = PartitionView(Path(r.directory))
+        view = (views or {}).get(TopicPartition(r.topic, r.partition))
+        if view is None or str(view.directory) != r.directory:
+            view = PartitionView(Path(r.directory), frozen=True)
         boundaries = batch_boundaries(view, r.start, r.end)
         cuts = set()
         for i in range(1, parts):
@@ -221,7 +232,8 @@ def check_start(opts: ReadOptions, tp: TopicPartition, view: PartitionView, star
 
 def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
     ranges = []
-    for tp, view in selected_partitions(opts).items():
+    views = selected_partitions(opts)
+    for tp, view in views.items():
         start = resolve(opts.starting, tp, view, opts, start=True)
         end = resolve(opts.ending, tp, view, opts, start=False)
         start = check_start(opts, tp, view, start)
@@ -237,4 +249,4 @@ def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
                 f"ends {tp.topic}-{tp.partition} at {end}, before its start {start}",
             )
         ranges.append(make_range(opts, tp, view, start, end))
-    return split_ranges(opts, ranges)
+    return split_ranges(opts, ranges, views)

@@ -207,7 +207,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 continue
             ranges.append(make_range(self.opts, tp, view, first, stop))
-        return [RangePartition(r) for r in split_ranges(self.opts, ranges)]
+        return [RangePartition(r) for r in split_ranges(self.opts, ranges, views)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):
