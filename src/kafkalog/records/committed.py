@@ -10,7 +10,8 @@ elsewhere must never make aborted records look committed. Refuses: I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from kafkalog.records.control import decode_control_key
@@ -112,6 +113,81 @@ def committed_batches(
                 continue
         if not batch.is_control:
             yield batch
+
+
+class _Transaction:
+    """One producer's transaction as the one-pass walk meets it: undecided until its marker."""
+
+    __slots__ = ("aborted", "decided")
+
+    def __init__(self) -> None:
+        self.decided = False
+        self.aborted = False
+
+
+# how much a one-pass read holds back behind an undecided transaction before it reads the
+# rest in two passes instead (a transaction left open across much data would hold it all)
+MAX_HELD_BYTES = 64 << 20
+
+
+def committed_batches_in_one_pass(
+    batches: Iterable[AnyBatch],
+    end: int,
+    reread: Callable[[int], Iterable[AnyBatch]],
+    max_held_bytes: int = MAX_HELD_BYTES,
+) -> Iterator[AnyBatch]:
+    """``committed_batches`` below ``end`` with each transaction decided by its marker as the
+    walk reaches it, so the batches are read once rather than once for the aborted list and
+    again for the data.
+
+    ``batches`` run from the batch holding the start on, to the log end. A transactional batch,
+    and every batch after it, is held until its producer's next control batch decides it
+    (COMMIT: returned; ABORT: dropped); past ``end`` only control batches are looked at, until
+    nothing is held. A transaction the log never decides is returned, as in
+    ``aborts_decided_by_markers``. Once more than ``max_held_bytes`` are held, the rest is read
+    in two passes from the first held batch: ``reread(offset)`` yields the batches from there
+    again."""
+    held: deque[tuple[AnyBatch, _Transaction | None]] = deque()
+    held_bytes = 0
+    open_txns: dict[int, _Transaction] = {}
+    for batch in batches:
+        if batch.base_offset >= end and not held:
+            return
+        pid = batch.producer_id
+        if batch.is_control:
+            txn = open_txns.pop(pid, None)
+            if txn is not None:
+                txn.decided, txn.aborted = True, _is_abort_marker(batch)
+        elif batch.base_offset >= end:
+            continue  # only a marker deciding what is held matters now
+        elif batch.is_transactional and pid >= 0:
+            txn = open_txns.get(pid)
+            if txn is None:
+                txn = open_txns[pid] = _Transaction()
+            held.append((batch, txn))
+            held_bytes += batch.size_in_bytes
+        elif held:
+            held.append((batch, None))
+            held_bytes += batch.size_in_bytes
+        else:
+            yield batch
+            continue
+        while held and (held[0][1] is None or held[0][1].decided):
+            first, txn = held.popleft()
+            held_bytes -= first.size_in_bytes
+            if txn is None or not txn.aborted:
+                yield first
+        if held_bytes > max_held_bytes:
+            at = held[0][0].base_offset
+            aborted = aborted_from_markers(reread(at), at, end)
+            for rest in committed_batches(reread(at), aborted):
+                if rest.base_offset >= end:
+                    return
+                yield rest
+            return
+    for first, txn in held:  # the log ended with these undecided
+        if txn is None or not txn.aborted:
+            yield first
 
 
 def committed_records(

@@ -19,7 +19,7 @@ import pyarrow as pa
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log.view import PartitionView
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE, RecordColumns
-from kafkalog.records.committed import committed_batches
+from kafkalog.records.committed import committed_batches_in_one_pass
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.spark.executor_codec import check_executor_codec
 from kafkalog.spark.planning import OffsetRange, data_loss
@@ -44,11 +44,10 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def _batches(r: OffsetRange, view: PartitionView, start: int) -> Iterator[AnyBatch]:
-    batches = view.batches(start, r.end)
-    if r.read_committed:
-        yield from committed_batches(batches, view.aborted_transactions(start, r.end))
+    if r.read_committed:  # one walk: markers past the end are read only to decide what is held
+        yield from committed_batches_in_one_pass(view.batches(start), r.end, view.batches)
         return
-    for batch in batches:
+    for batch in view.batches(start, r.end):
         if not batch.is_control:
             yield batch
 
