@@ -48,14 +48,10 @@ def _log(plan: list[tuple[int, str]]) -> list[AnyBatch]:
                 open_.add(pid)
             continue
         kind = ControlRecordType.COMMIT if action == "commit" else ControlRecordType.ABORT
+        epochs = {"producer_epoch": 0, "coordinator_epoch": 0}
         parts.append(
             build_end_txn_marker(
-                offset=offset,
-                producer_id=pid,
-                producer_epoch=0,
-                marker=kind,
-                coordinator_epoch=0,
-                timestamp=NOW,
+                offset=offset, producer_id=pid, marker=kind, timestamp=NOW, **epochs
             )
         )
         open_.discard(pid)
