@@ -256,7 +256,7 @@ def test_a_pipelining_client_holds_at_most_a_few_frames_of_the_server(tmp_path: 
     """A client that pipelines ten slow requests without reading: the server reads one frame
     ahead of the one it answers and leaves the rest in the socket, then answers all in order."""
     with serve(tmp_path) as server:
-        assert server.manager is not None and server._transport is not None
+        assert server.manager is not None
         server.manager.create_topic("t", 1)
         server.manager.get_log("t").append([Record(b"x")])
         waits = [fetch_body(12, "t", 0, offset=0, min_bytes=10**6, max_wait_ms=150)] * 10
@@ -264,16 +264,16 @@ def test_a_pipelining_client_holds_at_most_a_few_frames_of_the_server(tmp_path: 
             sock.sendall(b"".join(frame(1, 12, body, i) for i, body in enumerate(waits)))
             peak, deadline = 0, time.monotonic() + 1.0
             while time.monotonic() < deadline:
-                peak = max(peak, server._transport.queued_requests)
+                peak = max(peak, server.queued_requests)
                 time.sleep(0.01)
             answers = [decode_response(1, 12, read_frame(sock), header_v1=True) for _ in waits]
         assert 1 <= peak <= 3  # answering one, one queued, one read and waiting for room
         assert all(a.responses[0].partitions[0].records for a in answers)
         for _ in range(100):
-            if server._transport.queued_requests == 0:
+            if server.queued_requests == 0:
                 break
             time.sleep(0.02)
-        assert server._transport.queued_requests == 0
+        assert server.queued_requests == 0
 
 
 def test_a_parked_long_poll_holds_no_request_slot(tmp_path: Path) -> None:
@@ -281,21 +281,21 @@ def test_a_parked_long_poll_holds_no_request_slot(tmp_path: Path) -> None:
     waits for data in the purgatory and holds no slot; the second is read and waits its turn
     (one slot); another client is answered at once, where it used to wait for a poll to end."""
     with serve(tmp_path, overrides={"queued.max.requests": "2"}) as server:
-        assert server.manager is not None and server._transport is not None
+        assert server.manager is not None
         server.manager.create_topic("t", 1)
         slow = fetch_body(12, "t", 0, offset=0, min_bytes=10**6, max_wait_ms=800)
         port = _port(server)
         with socket.create_connection(("127.0.0.1", port), timeout=10) as busy:
             busy.sendall(frame(1, 12, slow, 1) + frame(1, 12, slow, 2))
             time.sleep(0.2)
-            assert server._transport.parked_fetches == 1
-            assert server._transport.queued_requests == 1
+            assert server.parked_fetches == 1
+            assert server.queued_requests == 1
             started = time.monotonic()
             assert _api_versions_ok(port)
             assert time.monotonic() - started < 0.3
             read_frame(busy)
             read_frame(busy)
-        assert server._transport.queued_requests == 0
+        assert server.queued_requests == 0
 
 
 def test_every_api_key_and_version_with_a_random_body(

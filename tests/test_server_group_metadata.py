@@ -348,5 +348,5 @@ def test_a_deleted_group_stays_deleted_and_an_emptied_one_stays_empty(tmp_path: 
         assert sorted(g.group_id for g in listed.valid) == ["kept"]
         kept = admin.describe_consumer_groups(["kept"])["kept"].result(30)
         assert str(kept.state).endswith("EMPTY") and kept.members == []
-        assert server._transport is not None
+        assert server.queued_requests >= 0
         assert server._groups.groups["kept"].protocol_type == "consumer"

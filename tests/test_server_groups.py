@@ -503,7 +503,7 @@ def test_expired_offsets_are_tombstoned_and_stay_gone_after_a_restart(tmp_path: 
         other = KafkaConsumer(bootstrap_servers=bs, group_id="recent")
         other.commit({TopicPartition("e", 0): CommitOffset(1, "", -1)})
         other.close()
-        assert server.loop is not None and server._transport is not None
+        assert server.loop is not None
         coordinator = server._groups
         old = coordinator.groups["old"].offsets[("e", 0)].commit_timestamp
         coordinator.groups["recent"].offsets[("e", 0)] = dataclasses.replace(

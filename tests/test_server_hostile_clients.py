@@ -61,7 +61,7 @@ def test_six_hundred_long_polls_starve_nobody(tmp_path: Path) -> None:
     """More waiting fetches than ``queued.max.requests`` (500): each used to hold a slot until
     its wait ended, so a new client waited the whole 15 s."""
     with serve(tmp_path) as server:
-        assert server.manager is not None and server._transport is not None
+        assert server.manager is not None
         server.manager.create_topic("t", 1)
         port = _port(server)
         poll = frame(1, 12, fetch_body(12, "t", 0, 0, min_bytes=10**6, max_wait_ms=15_000), 1)
@@ -72,13 +72,13 @@ def test_six_hundred_long_polls_starve_nobody(tmp_path: Path) -> None:
                 sock.sendall(poll)
                 polls.append(sock)
             deadline = time.monotonic() + 10
-            while server._transport.parked_fetches < 600 and time.monotonic() < deadline:
+            while server.parked_fetches < 600 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert server._transport.parked_fetches == 600
+            assert server.parked_fetches == 600
             worst = max(_api_versions_wait(port) for _ in range(20))
             print(f"worst ApiVersions wait beside 600 parked long polls: {worst * 1000:.1f} ms")
             assert worst < 1.0
-            assert server._transport.queued_requests == 0
+            assert server.queued_requests == 0
         finally:
             for sock in polls:
                 sock.close()
@@ -87,7 +87,7 @@ def test_six_hundred_long_polls_starve_nobody(tmp_path: Path) -> None:
 def test_pipelined_long_polls_from_many_connections_starve_nobody(tmp_path: Path) -> None:
     """One client, 170 connections, three pipelined 60 s polls each (510 frames > 500)."""
     with serve(tmp_path) as server:
-        assert server.manager is not None and server._transport is not None
+        assert server.manager is not None
         server.manager.create_topic("t", 1)
         port = _port(server)
         poll = frame(1, 12, fetch_body(12, "t", 0, 0, min_bytes=10**6, max_wait_ms=60_000), 1)
@@ -195,7 +195,7 @@ def test_a_long_poll_of_days_ends_with_its_idle_connection(tmp_path: Path) -> No
     no bytes for ``connections.max.idle.ms``, a parked fetch's too: a 24-day poll holds
     nothing for longer than that."""
     with serve(tmp_path, overrides={"connections.max.idle.ms": "600"}) as server:
-        assert server.manager is not None and server._transport is not None
+        assert server.manager is not None
         server.manager.create_topic("t", 1)
         port = _port(server)
         days = fetch_body(12, "t", 0, 0, min_bytes=10**6, max_wait_ms=2**31 - 1)
@@ -205,4 +205,4 @@ def test_a_long_poll_of_days_ends_with_its_idle_connection(tmp_path: Path) -> No
             assert _closed_within(sock, 10)
             assert time.monotonic() - started < 5
         time.sleep(0.2)
-        assert server._transport.parked_fetches == 0
+        assert server.parked_fetches == 0

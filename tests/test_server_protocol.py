@@ -593,10 +593,11 @@ def test_produce_takes_exactly_one_magic_2_batch_per_partition(tmp_path: Path) -
 
 def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> None:
     """Kafka's sample KRaft file lists a CONTROLLER listener too; kafkalog runs no controller
-    and serves the broker listener. SSL and SASL listeners are refused, naming the protocol."""
+    and serves the broker listeners, each with a name and port of its own, advertised by
+    name (KafkaConfig's checks). A listener without what its protocol needs is refused."""
     from kafkalog.errors import InvalidConfigError
     from kafkalog.manager.server_config import ServerConfig
-    from kafkalog.server.context import BrokerSettings
+    from kafkalog.server.context import BrokerSettings, Listener
 
     def settings(**props: str) -> BrokerSettings:
         return BrokerSettings.from_server_config(
@@ -604,7 +605,7 @@ def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> 
         )
 
     kraft = settings(listeners="PLAINTEXT://:9092,CONTROLLER://:9093")
-    assert (kraft.listener.host, kraft.listener.port) == ("", 9092)
+    assert [(x.bind.host, x.bind.port) for x in kraft.listeners] == [("", 9092)]
     mapped = settings(
         listeners="CLIENTS://127.0.0.1:9094,CTRL://:9093",
         **{
@@ -612,13 +613,39 @@ def test_a_kraft_server_properties_gives_its_broker_listener(tmp_path: Path) -> 
             "listener.security.protocol.map": "CLIENTS:PLAINTEXT,CTRL:PLAINTEXT",
         },
     )
-    assert (mapped.listener.host, mapped.listener.port) == ("127.0.0.1", 9094)
+    assert [(x.name, x.bind.host, x.bind.port) for x in mapped.listeners] == [
+        ("CLIENTS", "127.0.0.1", 9094)
+    ]
     with pytest.raises(InvalidConfigError, match="SASL_SSL listener needs a PEM key store"):
         settings(listeners="SASL_SSL://:9092")
     with pytest.raises(InvalidConfigError, match="'BOGUS' is not one of PLAINTEXT, SSL"):
         settings(listeners="BOGUS://:9092")
-    with pytest.raises(InvalidConfigError, match="one broker listener"):
-        settings(listeners="PLAINTEXT://:9092,OTHER://:9094")
+    two = settings(
+        listeners="PLAINTEXT://:9092,INTERNAL://:9094",
+        **{
+            "advertised.listeners": "INTERNAL://broker.internal:9094",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        },
+    )
+    assert [(x.name, x.advertised) for x in two.listeners] == [
+        ("PLAINTEXT", None),
+        ("INTERNAL", Listener("PLAINTEXT", "broker.internal", 9094, "INTERNAL")),
+    ]
+    with pytest.raises(InvalidConfigError, match="a name of its own"):
+        settings(listeners="PLAINTEXT://:9092,PLAINTEXT://:9094")
+    with pytest.raises(InvalidConfigError, match="a port of its own"):
+        settings(
+            listeners="PLAINTEXT://:9092,OTHER://:9092",
+            **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
+        )
+    with pytest.raises(InvalidConfigError, match="does not: \\['ELSEWHERE'\\]"):
+        settings(
+            listeners="PLAINTEXT://:9092",
+            **{
+                "advertised.listeners": "ELSEWHERE://h:1",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ELSEWHERE:PLAINTEXT",
+            },
+        )
 
 
 def test_offset_for_leader_epoch_answers_from_the_epoch_cache(tmp_path: Path) -> None:

@@ -390,3 +390,68 @@ def test_kafka_configs_adds_a_scram_user_through_kafkalog(tmp_path: Path) -> Non
                              "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "frank",
                              "sasl.password": "frank-pw"})  # fmt: skip
         assert frank.list_topics(timeout=10).brokers
+
+
+def test_a_plaintext_and_a_sasl_listener_serve_side_by_side(tmp_path: Path) -> None:
+    """Two listeners over one broker, as a Kafka user configures an internal and an external
+    one: each answers Metadata with its own advertised address, the SASL one still refuses a
+    client without credentials, and a record produced through one is read through the
+    other. The connection limits count both."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "max.connections.per.ip": "4",
+    }
+    auth = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret"}  # fmt: skip
+    with serve(tmp_path, overrides=overrides) as server:
+        inside = server.bootstrap_servers_for("PLAINTEXT")
+        outside = server.bootstrap_servers_for("sasl_plaintext")
+        assert inside != outside and server.bootstrap_servers == inside
+        for bootstrap, extra in ((inside, {}), (outside, auth)):
+            brokers = (
+                AdminClient({"bootstrap.servers": bootstrap, **extra})
+                .list_topics(timeout=10)
+                .brokers
+            )
+            assert [f"{b.host}:{b.port}" for b in brokers.values()] == [bootstrap]
+        producer = Producer({"bootstrap.servers": inside})
+        producer.produce("two-doors", b"in through PLAINTEXT", partition=0)
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": outside, "group.id": "g",
+                             "auto.offset.reset": "earliest", **auth})  # fmt: skip
+        consumer.subscribe(["two-doors"])
+        message = None
+        deadline = time.monotonic() + 30
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1)
+        assert message is not None and message.value() == b"in through PLAINTEXT"
+        consumer.close()
+        # no credentials on the SASL listener: only the handshake is answered
+        host, port = outside.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(frame(3, 1, metadata_request(1, None), 7))
+            sock.settimeout(10)
+            assert sock.recv(1) == b""
+        # max.connections.per.ip counts the connections of both listeners
+        held = [socket.create_connection(_address(inside), timeout=10) for _ in range(2)]
+        held += [socket.create_connection(_address(outside), timeout=10) for _ in range(2)]
+        try:
+            deadline = time.monotonic() + 10
+            while server._channel.connections < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with socket.create_connection(_address(outside), timeout=10) as refused:
+                refused.settimeout(10)
+                assert refused.recv(1) == b""
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def _address(bootstrap: str) -> tuple[str, int]:
+    host, port = bootstrap.rsplit(":", 1)
+    return host, int(port)

@@ -58,6 +58,9 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    # the listener it came in through (Kafka's RequestContext.listenerName); empty when it
+    # was parsed outside a connection
+    listener: str = ""
 
 
 class FrameReader:
@@ -156,8 +159,11 @@ def is_flexible(api_key: int, version: int) -> bool:
     return bool(_entity(api_key, version, False).__flexible__)
 
 
-def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
-    """Parse one frame; ``supported`` maps API keys to the (min, max) versions served."""
+def decode_request(
+    frame: bytes, supported: dict[int, tuple[int, int]], listener: str = ""
+) -> Request:
+    """Parse one frame that came in through ``listener``; ``supported`` maps API keys to the
+    (min, max) versions served."""
     if len(frame) < _KEY_VERSION_CORRELATION.size:
         raise InvalidRequestError(f"a request frame of {len(frame)} bytes has no header")
     api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame)
@@ -166,7 +172,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
         raise InvalidRequestError(f"unknown or unsupported API key {api_key}")
     if not span[0] <= version <= span[1]:
         if api_key == ApiKey.API_VERSIONS:
-            return Request(api_key, version, correlation_id, None, None)
+            return Request(api_key, version, correlation_id, None, None, listener)
         raise InvalidRequestError(
             f"API key {api_key} version {version} is not supported (versions {span[0]}-{span[1]})"
         )
@@ -182,7 +188,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
             f"{correlation_id}): {err}"
         ) from err
     client_id: str | None = getattr(header, "client_id", None)
-    return Request(api_key, version, correlation_id, client_id, body)
+    return Request(api_key, version, correlation_id, client_id, body, listener)
 
 
 def encode_response(request: Request, body: Any) -> bytes:

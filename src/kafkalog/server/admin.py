@@ -30,7 +30,7 @@ from kafkalog.server.internal_topics import check_delete_records_allowed
 
 def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_CLUSTER, request.api_version, True)
-    where = ctx.advertised
+    where = ctx.advertised_for(request.listener)
     return make(
         mod,
         "DescribeClusterResponse",

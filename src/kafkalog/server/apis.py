@@ -247,14 +247,19 @@ class KafkaApis:
         self.run = run
 
     async def handle(
-        self, frame: bytes, session: SaslSession | None, park: Callable[[], None]
+        self,
+        frame: bytes,
+        session: SaslSession | None,
+        park: Callable[[], None],
+        listener: str = "",
     ) -> bytes | FetchFrame | None:
-        """The response frame for one request frame (None: the request takes none).
+        """The response frame for one request frame that came in through ``listener`` (None:
+        the request takes none).
         ``session`` is the connection's SASL state (None on a listener without SASL); ``park``
         tells the connection its request waits without a request slot. Raises
         InvalidRequestError for a request that must close the connection, and
         AuthenticationFailedError once a failed login's answer is ready."""
-        request = await self.run(decode_request, frame, SUPPORTED_VERSIONS)
+        request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, listener)
         if request.body is None:
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
         if session is not None and not session.allows(request.api_key):

@@ -81,12 +81,67 @@ class Listener:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedListener:
+    """One broker listener: the address it binds, the one it advertises (None: the bound
+    one), and what its clients must do to be served."""
+
+    bind: Listener
+    advertised: Listener | None
+    security: ListenerSecurity
+
+    @property
+    def name(self) -> str:
+        return self.bind.name or self.bind.security_protocol
+
+
+def _served_listeners(
+    listeners: tuple[str, ...],
+    advertised: tuple[str, ...],
+    controller: set[str],
+    protocols: Mapping[str, str],
+    props: Mapping[str, Any],
+) -> tuple[ServedListener, ...]:
+    """``listeners`` less the controller's (kafkalog runs no KRaft controller), each with its
+    ``advertised.listeners`` entry matched by name, as Kafka's KafkaConfig checks them: names
+    unique, ports unique (but 0), and every advertised name a listener's."""
+    served = [
+        Listener.parse("listeners", text, protocols)
+        for text in listeners
+        if text.partition("://")[0].strip().upper() not in controller
+    ]
+    if not served:
+        raise InvalidConfigError("listeners", "names no broker listener (only controller ones)")
+    names = [listener.name for listener in served]
+    if len(set(names)) != len(names):
+        raise InvalidConfigError("listeners", f"each listener needs a name of its own: {names}")
+    ports = [listener.port for listener in served if listener.port]
+    if len(set(ports)) != len(ports):
+        raise InvalidConfigError("listeners", f"each listener needs a port of its own: {ports}")
+    shown = {
+        entry.name: entry
+        for entry in (Listener.parse("advertised.listeners", t, protocols) for t in advertised)
+    }
+    unknown = sorted(set(shown) - set(names))
+    if unknown:
+        raise InvalidConfigError(
+            "advertised.listeners", f"names listeners that listeners does not: {unknown}"
+        )
+    return tuple(
+        ServedListener(
+            listener,
+            shown.get(listener.name),
+            listener_security(listener.security_protocol, listener.name, props),
+        )
+        for listener in served
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerSettings:
     """The broker keys the protocol needs, parsed once from a ServerConfig."""
 
     node_id: int
-    listener: Listener
-    advertised: Listener | None  # None: the bound address
+    listeners: tuple[ServedListener, ...]  # the first is the one ``bootstrap_servers`` names
     auto_create_topics: bool
     num_partitions: int
     default_replication_factor: int
@@ -100,7 +155,6 @@ class BrokerSettings:
     offset_metadata_max_bytes: int
     offsets_retention_ms: int
     offsets_retention_check_interval_ms: int
-    security: ListenerSecurity = field(default_factory=ListenerSecurity)
     transaction_partitions: int = 50
     sasl_max_receive_size: int = 524288
     connections_max_idle_ms: int = 600_000
@@ -117,28 +171,13 @@ class BrokerSettings:
         protocols = dict(
             item.split(":", 1) for item in b.listener_security_protocol_map if ":" in item
         )
-        controller = set(b.controller_listener_names) or {"CONTROLLER"}
-        served = [
-            text for text in b.listeners if text.partition("://")[0].upper() not in controller
-        ]  # a controller listener is for KRaft controllers, which kafkalog does not run
-        if len(served) != 1:
-            raise InvalidConfigError(
-                "listeners", f"kafkalog serve takes one broker listener, not {list(served)}"
-            )
-        if len(b.advertised_listeners) > 1:
-            raise InvalidConfigError(
-                "advertised.listeners", f"one listener, not {list(b.advertised_listeners)}"
-            )
-        advertised = (
-            Listener.parse("advertised.listeners", b.advertised_listeners[0], protocols)
-            if b.advertised_listeners
-            else None
+        controller = {n.upper() for n in b.controller_listener_names} or {"CONTROLLER"}
+        listeners = _served_listeners(
+            b.listeners, b.advertised_listeners, controller, protocols, config.properties
         )
-        listener = Listener.parse("listeners", served[0], protocols)
         return cls(
             node_id=b.node_id,
-            listener=listener,
-            advertised=advertised,
+            listeners=listeners,
             auto_create_topics=b.auto_create_topics_enable,
             num_partitions=b.num_partitions,
             default_replication_factor=b.default_replication_factor,
@@ -152,9 +191,6 @@ class BrokerSettings:
             offset_metadata_max_bytes=b.offset_metadata_max_bytes,
             offsets_retention_ms=b.offsets_retention_minutes * 60_000,
             offsets_retention_check_interval_ms=b.offsets_retention_check_interval_ms,
-            security=listener_security(
-                listener.security_protocol, listener.name, config.properties
-            ),
             transaction_partitions=b.transaction_state_log_num_partitions,
             sasl_max_receive_size=b.sasl_server_max_receive_size,
             connections_max_idle_ms=b.connections_max_idle_ms,
@@ -192,9 +228,10 @@ class TransactionVerifier(Protocol):
 
 
 class BrokerContext:
-    """The state request handlers share. ``advertised`` is set once the socket is bound (port 0
-    becomes the port the OS chose). ``on_append`` is called from the storage thread after each
-    produce that wrote something, so waiting fetches can be woken."""
+    """The state request handlers share. ``advertised`` holds each listener's advertised
+    address, completed once its socket is bound (port 0 becomes the port the OS chose).
+    ``on_append`` is called from the storage thread after each produce that wrote something,
+    so waiting fetches can be woken."""
 
     def __init__(
         self,
@@ -208,7 +245,17 @@ class BrokerContext:
         self.broker_properties: Mapping[str, Any] = {}  # server.properties and overrides
         self.producer_ids = producer_ids
         self.cluster_id = cluster_id
-        self.advertised = settings.advertised or settings.listener
+        # by listener name; a port 0 becomes the bound port once the transport listens
+        self.advertised: dict[str, Listener] = {
+            served.name: served.advertised or served.bind for served in settings.listeners
+        }
         self.on_append: Callable[[], None] = lambda: None
         self.transactions: TransactionVerifier | None = None  # set when a coordinator runs
         self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start
+
+    def advertised_for(self, listener: str) -> Listener:
+        """The address a client that came in through ``listener`` is told to use (Kafka
+        answers Metadata and FindCoordinator with the endpoints of the request's listener);
+        the first listener's for a request that names none (a handler called in a test)."""
+        found = self.advertised.get(listener)
+        return found if found is not None else next(iter(self.advertised.values()))

@@ -36,7 +36,7 @@ def _ms(value: Any) -> int:
 async def find_coordinator(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.FIND_COORDINATOR, version, True)
-    node, where = ctx.settings.node_id, ctx.advertised
+    node, where = ctx.settings.node_id, ctx.advertised_for(request.listener)
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
     key_type = getattr(body, "key_type", 0)
     code = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request

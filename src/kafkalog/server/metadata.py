@@ -148,7 +148,7 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
                 topics.append(_topic_entry(ctx, mod, name, known[name], topic_ops))
             else:
                 topics.append(_missing(mod, name, ErrorCode.unknown_topic_or_partition))
-    advertised = ctx.advertised
+    advertised = ctx.advertised_for(request.listener)
     return make(
         mod,
         "MetadataResponse",

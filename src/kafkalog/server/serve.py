@@ -30,7 +30,7 @@ from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.scram_store import load_credentials
-from kafkalog.server.transport import Transport
+from kafkalog.server.transport import RequestChannel, Transport
 from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.meta_properties import read_meta_properties
 from kafkalog.storage.partition_metadata import random_topic_id
@@ -69,7 +69,8 @@ class KafkaServer:
         self.config = config
         self.settings = BrokerSettings.from_server_config(config)
         self.manager: LogManager | None = None
-        self._transport: Transport | None = None
+        self._transports: list[Transport] = []
+        self._channel: RequestChannel | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
@@ -78,10 +79,27 @@ class KafkaServer:
 
     @property
     def bootstrap_servers(self) -> str:
-        if self._transport is None or self.manager is None:
+        """``host:port`` of the first listener."""
+        return self.bootstrap_servers_for(self.settings.listeners[0].name)
+
+    def bootstrap_servers_for(self, listener: str) -> str:
+        """``host:port`` the listener named ``listener`` is bound to."""
+        if not self._transports or self.manager is None:
             raise KafkaLogError("the server is not running")
-        host = self.settings.listener.host or "127.0.0.1"
-        return f"{host}:{self._transport.port}"
+        for transport in self._transports:
+            if transport.listener.name == listener.upper():
+                return f"{transport.listener.bind.host or '127.0.0.1'}:{transport.port}"
+        raise KafkaLogError(f"the server has no listener named {listener}")
+
+    @property
+    def queued_requests(self) -> int:
+        """Request frames read and not yet answered, across every listener."""
+        return 0 if self._channel is None else self._channel.queued_requests
+
+    @property
+    def parked_fetches(self) -> int:
+        """Fetches waiting for data, holding no request slot."""
+        return 0 if self._transports == [] else self._transports[0].apis.purgatory.parked
 
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
@@ -99,41 +117,53 @@ class KafkaServer:
                 manager, self.settings, producer_ids, _cluster_id(self.config.log_dirs)
             )
             context.broker_properties = self.config.properties
-            if self.settings.security.sasl:
+            if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
             apis = await self._build(context)
-            transport = Transport(apis)
+            channel = self._channel = RequestChannel(self.settings)
+            transports = [Transport(apis, served, channel) for served in self.settings.listeners]
             try:
-                await transport.start()
+                for transport in transports:
+                    await transport.start()
             except BaseException:
+                for transport in transports:
+                    await transport.close()
                 await self._stop_coordinators()
                 raise
         except BaseException:
             await loop.run_in_executor(None, manager.close)
             raise
-        if self.settings.advertised is None or self.settings.advertised.port == 0:
-            bound = self.settings.advertised or self.settings.listener
-            context.advertised = Listener(
-                bound.security_protocol, bound.host or "127.0.0.1", transport.port, bound.name
-            )
+        for transport in transports:
+            served = transport.listener
+            if served.advertised is None or served.advertised.port == 0:
+                shown = served.advertised or served.bind
+                context.advertised[served.name] = Listener(
+                    shown.security_protocol, shown.host or "127.0.0.1", transport.port, shown.name
+                )
         manager.start()
-        self.manager, self._transport = manager, transport
-        listener = self.settings.listener
-        security = self.settings.security
-        if not security.authenticated:
-            logger.warning(
-                "the %s listener accepts clients without authentication: anyone who can "
-                "reach port %d can read and write every topic (use SASL_SSL, SASL_PLAINTEXT "
-                "or SSL with ssl.client.auth=required to require it)",
-                security.protocol,
-                transport.port,
-            )
+        self.manager, self._transports = manager, transports
+        for transport in transports:
+            served = transport.listener
+            if not served.security.authenticated:
+                logger.warning(
+                    "the %s listener accepts clients without authentication: anyone who can "
+                    "reach port %d can read and write every topic (use SASL_SSL, "
+                    "SASL_PLAINTEXT or SSL with ssl.client.auth=required to require it)",
+                    served.name,
+                    transport.port,
+                )
         logger.info(
             "kafkalog serve started: listening on %s, advertised as %s, log dirs %s",
-            Listener(
-                listener.security_protocol, listener.host, transport.port, listener.name
-            ).url(),
-            context.advertised.url(),
+            ", ".join(
+                Listener(
+                    t.listener.bind.security_protocol,
+                    t.listener.bind.host,
+                    t.port,
+                    t.listener.bind.name,
+                ).url()
+                for t in transports
+            ),
+            ", ".join(context.advertised[t.listener.name].url() for t in transports),
             ",".join(str(d) for d in self.config.log_dirs),
         )
 
@@ -168,9 +198,9 @@ class KafkaServer:
         self._pool = None
 
     async def stop(self) -> None:
-        transport, manager = self._transport, self.manager
-        self._transport = None
-        if transport is not None:
+        transports, manager = self._transports, self.manager
+        self._transports = []
+        for transport in transports:
             await transport.close()
         await self._stop_coordinators()
         if manager is not None:
@@ -202,19 +232,20 @@ def server_config(
     port: int | None = None,
 ) -> ServerConfig:
     """A ServerConfig from a ``server.properties`` (or mapping), overrides on top, with
-    ``log_dirs`` and ``port`` as the last word (``port`` keeps the overrides' listener name
-    and host: ``SASL_SSL://127.0.0.1:0`` with port 0 is a SASL_SSL listener on any port)."""
+    ``log_dirs`` and ``port`` as the last word (``port`` is the first listener's, which keeps
+    its name and host: ``SASL_SSL://127.0.0.1:0`` with port 0 is a SASL_SSL listener on any
+    port)."""
     merged: dict[str, Any] = dict(overrides or {})
     if log_dirs is not None:
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise InvalidArgumentError("log_dirs is empty")
         merged["log.dirs"] = ",".join(str(d) for d in dirs)
-    if port is not None:  # the given listener (its name and host) on ``port``
-        given = str(merged.get("listeners", "PLAINTEXT://127.0.0.1:0")).split(",")[0]
-        name, _, address = given.partition("://")
+    if port is not None:  # the first listener (its name and host) on ``port``, the rest kept
+        given = str(merged.get("listeners", "PLAINTEXT://127.0.0.1:0")).split(",")
+        name, _, address = given[0].partition("://")
         host = address.rpartition(":")[0] or "127.0.0.1"
-        merged["listeners"] = f"{name}://{host}:{port}"
+        merged["listeners"] = ",".join([f"{name}://{host}:{port}", *given[1:]])
     return ServerConfig.from_properties(config if config is not None else {}, merged)
 
 

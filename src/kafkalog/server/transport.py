@@ -1,11 +1,13 @@
-"""The asyncio transport of ``kafkalog serve``: one listener's sockets in and out.
+"""The asyncio transport of ``kafkalog serve``: one listener's sockets in and out, one
+Transport per listener, all sharing one RequestChannel.
 
 Why: the event loop only moves bytes. Each frame goes to the one request door
 (``KafkaApis.handle``), which decodes it, checks it, runs it where its API runs and encodes
 the answer; the transport writes that answer back, a Fetch's file slices with ``sendfile``.
 Each connection's requests are answered one at a time, in order, as Kafka's broker mutes a
 channel until its response is sent; ``queued.max.requests`` bounds the frames read and not
-answered across all connections, and a fetch parked for data holds no slot of it.
+answered across all connections of every listener, and a fetch parked for data holds no
+slot of it; ``max.connections`` and ``max.connections.per.ip`` count every listener too.
 
 Refuses: frames over ``socket.request.max.bytes`` (``sasl.server.max.receive.size`` before
 login) and requests the door cannot parse: it logs why and closes that connection, as Kafka
@@ -22,6 +24,7 @@ from kafkalog.errors import InvalidConfigError
 from kafkalog.protocol.fetch_frame import FetchFrame, OpenSlice
 from kafkalog.protocol.wire import FrameReader, InvalidRequestError
 from kafkalog.server.apis import AuthenticationFailedError, KafkaApis
+from kafkalog.server.context import BrokerSettings, ServedListener
 from kafkalog.server.sasl import SaslSession
 
 logger = logging.getLogger("kafkalog.server")
@@ -34,41 +37,80 @@ READ_CHUNK = 1 << 16
 READ_AHEAD = 1
 
 
+class RequestChannel:
+    """What every listener's transport shares (Kafka's RequestChannel and ConnectionQuotas):
+    ``queued.max.requests`` across all connections, and the connection counts that
+    ``max.connections`` and ``max.connections.per.ip`` bound."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.slots = asyncio.Semaphore(settings.queued_max_requests)
+        self.queued_requests = 0  # frames read and not yet answered
+        self.connections = 0
+        self._per_address: dict[str, int] = {}  # open connections by client address
+
+    async def acquire_slot(self) -> None:
+        await self.slots.acquire()
+        self.queued_requests += 1
+
+    def release_slot(self) -> None:
+        self.queued_requests -= 1
+        self.slots.release()
+
+    def over_limit(self, address: str) -> str | None:
+        """Why a new connection from ``address`` is one too many, or None. Refused
+        connections are closed at once: one client's thousands of sockets may not take what
+        the others need."""
+        settings = self.settings
+        if self.connections >= settings.max_connections:
+            return f"max.connections ({settings.max_connections}) reached"
+        limit = settings.max_connections_per_ip_overrides.get(
+            address, settings.max_connections_per_ip
+        )
+        if self._per_address.get(address, 0) >= limit:
+            return f"max.connections.per.ip ({limit}) reached for {address}"
+        return None
+
+    def opened(self, address: str) -> None:
+        self.connections += 1
+        self._per_address[address] = self._per_address.get(address, 0) + 1
+
+    def closed(self, address: str) -> None:
+        self.connections -= 1
+        left = self._per_address.get(address, 1) - 1
+        if left:
+            self._per_address[address] = left
+        else:
+            self._per_address.pop(address, None)
+
+
 class Transport:
     """Serves one listener for the request door ``apis``. Start with ``start()``; ``close()``
     stops accepting, drops the connections and waits for the requests in progress."""
 
-    def __init__(self, apis: KafkaApis) -> None:
+    def __init__(self, apis: KafkaApis, listener: ServedListener, channel: RequestChannel) -> None:
         self.apis = apis
         self.context = apis.context
-        settings = self.context.settings
-        self._max_request = settings.max_request_bytes
-        # queued.max.requests: frames read and not yet answered, across all connections
-        self._slots = asyncio.Semaphore(settings.queued_max_requests)
-        self.queued_requests = 0
+        self.listener = listener
+        self.channel = channel
+        self._max_request = self.context.settings.max_request_bytes
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._per_address: dict[str, int] = {}  # open connections by client address
         self.port = 0
 
-    @property
-    def parked_fetches(self) -> int:
-        """Fetches waiting for data, holding no request slot."""
-        return self.apis.purgatory.parked
-
     async def start(self) -> None:
-        listener = self.context.settings.listener
+        bind = self.listener.bind
         try:
             self._server = await asyncio.start_server(
                 self._accept,
-                listener.host or None,
-                listener.port,
+                bind.host or None,
+                bind.port,
                 reuse_address=True,
-                ssl=self.context.settings.security.ssl_context,
+                ssl=self.listener.security.ssl_context,
             )
         except OSError as err:
             raise InvalidConfigError(
-                "listeners", f"cannot listen on {listener.url()}: {err.strerror or err}"
+                "listeners", f"cannot listen on {bind.url()}: {err.strerror or err}"
             ) from err
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -80,32 +122,18 @@ class Transport:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
 
-    def _over_limit(self, address: str) -> str | None:
-        """Why a new connection from ``address`` is one too many (Kafka's
-        ConnectionQuotas), or None. Refused connections are closed at once: one client's
-        thousands of sockets may not take what the others need."""
-        settings = self.context.settings
-        if len(self._connections) >= settings.max_connections:
-            return f"max.connections ({settings.max_connections}) reached"
-        limit = settings.max_connections_per_ip_overrides.get(
-            address, settings.max_connections_per_ip
-        )
-        if self._per_address.get(address, 0) >= limit:
-            return f"max.connections.per.ip ({limit}) reached for {address}"
-        return None
-
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else ""
-        refused = self._over_limit(address)
+        refused = self.channel.over_limit(address)
         if refused is not None:
             logger.info("refused a connection from %s: %s", peer, refused)
             writer.close()
             return
         self._connections.add(task)
-        self._per_address[address] = self._per_address.get(address, 0) + 1
+        self.channel.opened(address)
         try:
             await self._serve(reader, writer)
         except InvalidRequestError as err:
@@ -118,11 +146,7 @@ class Transport:
             logger.exception("closing connection from %s after an unexpected error", peer)
         finally:
             self._connections.discard(task)
-            left = self._per_address.get(address, 1) - 1
-            if left:
-                self._per_address[address] = left
-            else:
-                self._per_address.pop(address, None)
+            self.channel.closed(address)
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -134,7 +158,7 @@ class Transport:
         queue: asyncio.Queue[bytes] = asyncio.Queue(READ_AHEAD)
         held = [0]  # this connection's share of queued.max.requests
         context = self.context
-        security = context.settings.security
+        security = self.listener.security
         session = SaslSession(security, context.scram_credentials) if security.sasl else None
         active = _Activity(asyncio.get_running_loop())
         reading = asyncio.create_task(self._read_frames(reader, queue, held, session, active))
@@ -152,7 +176,7 @@ class Transport:
                 task.cancel()
             outcomes = await asyncio.gather(*tasks, return_exceptions=True)
             for _ in range(held[0]):  # frames read and never answered
-                self._release_slot()
+                self.channel.release_slot()
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 raise outcome
@@ -179,14 +203,9 @@ class Transport:
                 frames.max_size = self._max_request
             frames.feed(data)
             while (frame := frames.next_frame()) is not None:
-                await self._slots.acquire()
+                await self.channel.acquire_slot()
                 held[0] += 1
-                self.queued_requests += 1
                 await queue.put(frame)
-
-    def _release_slot(self) -> None:
-        self.queued_requests -= 1
-        self._slots.release()
 
     async def _answer(
         self,
@@ -196,12 +215,13 @@ class Transport:
         session: SaslSession | None,
         active: _Activity,
     ) -> None:
+        name = self.listener.name
         while True:
             frame = await queue.get()
-            release = _Slot(held, self._release_slot).release
+            release = _Slot(held, self.channel.release_slot).release
             try:
                 try:
-                    response = await self.apis.handle(frame, session, release)
+                    response = await self.apis.handle(frame, session, release, name)
                 except AuthenticationFailedError as failed:
                     release()
                     writer.write(failed.response)  # Kafka's error and message, then close
