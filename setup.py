@@ -26,7 +26,11 @@ setup(
                 "src/kafkalog/records/_record_encode.c",
                 "src/kafkalog/records/_batch_search.c",
             ],
-            depends=["src/kafkalog/records/_fastcodec.h", "src/kafkalog/records/_record_objects.h"],
+            depends=[
+                "src/kafkalog/records/_codec_state.h",
+                "src/kafkalog/records/_v2_format.h",
+                "src/kafkalog/records/_record_objects.h",
+            ],
             # hidden symbols: only PyInit__fastcodec is exported
             extra_compile_args=FAST,
             optional=True,
@@ -34,9 +38,9 @@ setup(
         Extension(
             "kafkalog.cleaner._keymap",
             ["src/kafkalog/cleaner/_keymap.c", "src/kafkalog/cleaner/_keymap_runs.c"],
-            # the record parsing helpers are _fastcodec.h's, header-only
+            # the record parsing helpers are _v2_format.h's, header-only
             include_dirs=["src/kafkalog/records"],
-            depends=["src/kafkalog/cleaner/_keymap.h", "src/kafkalog/records/_fastcodec.h"],
+            depends=["src/kafkalog/cleaner/_keymap.h", "src/kafkalog/records/_v2_format.h"],
             # hidden symbols: calls between the two files are direct (no PLT), so the compiler
             # may inline them; only PyInit__keymap is exported
             extra_compile_args=FAST,

@@ -35,7 +35,8 @@ def test_sdist_builds_a_wheel_with_the_compiled_extensions(tmp_path: Path) -> No
     with tarfile.open(sdist) as tar:
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
     assert not [n for n in names if n.startswith(("tests/", "bench/", "interop/"))]
-    for source in ("src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_fastcodec.h",
+    for source in ("src/kafkalog/records/_fastcodec.c", "src/kafkalog/records/_v2_format.h",
+                   "src/kafkalog/records/_codec_state.h",
                    "src/kafkalog/records/_record_objects.c",
                    "src/kafkalog/records/_record_encode.c",
                    "src/kafkalog/records/_batch_search.c",

@@ -1,10 +1,10 @@
 /* The cleaner's compiled key -> latest offset map, shared by the per-batch calls (_keymap.c)
  * and the interleaved walks over runs of batches (_keymap_runs.c). Private to the
- * extension; the record parsing helpers come from kafkalog/records/_fastcodec.h.
+ * extension; the record parsing helpers come from kafkalog/records/_v2_format.h.
  */
 #ifndef KAFKALOG_KEYMAP_H
 #define KAFKALOG_KEYMAP_H
-#include "_fastcodec.h"
+#include "_v2_format.h"
 
 /* Per-module state (PEP 489, PEP 573): the KeyOffsetMap heap type, and _fastcodec's exception
  * classes, so Python code catches one class whichever extension raised it. */

@@ -16,7 +16,8 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "_fastcodec.h"
+#include "_codec_state.h"
+#include "_v2_format.h"
 #include "_record_objects.h"
 
 enum {

@@ -12,22 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "_fastcodec.h"
+#include "_codec_state.h"
+#include "_v2_format.h"
 #include "_record_objects.h"
-
-/* Per-module state (PEP 489 multi-phase init, PEP 573): each interpreter that imports the
- * module gets its own exception classes and ColumnBuilder type; no C global holds an object. */
-typedef struct {
-    PyObject *corrupt_records; /* (message, position) -> CorruptRecordError in Python */
-    PyObject *invalid_records; /* (message,) -> InvalidRecordError */
-    PyObject *column_builder;  /* the heap type */
-    PyObject *record;          /* the Record heap type */
-    RecordFreelist free_records;
-} CodecState;
-
-static inline CodecState *codec_state(PyObject *module) {
-    return (CodecState *)PyModule_GetState(module);
-}
 
 /* ---- ColumnBuilder: records -> Arrow buffers ---------------------------------------------- */
 
@@ -507,18 +494,6 @@ static PyObject *partitions_for_keys(PyObject *Py_UNUSED(module), PyObject *args
     }
     bincol_release(&keys);
     return out;
-}
-
-/* for the Record-object loops' entry points in _record_objects.c */
-PyTypeObject *codec_record_type(PyObject *module) {
-    return (PyTypeObject *)codec_state(module)->record;
-}
-
-PyObject *codec_corrupt_records(PyObject *module) { return codec_state(module)->corrupt_records; }
-
-RecordFreelist *codec_record_freelist(PyObject *module) {
-    CodecState *st = codec_state(module);
-    return st && st->record ? &st->free_records : NULL;
 }
 
 static PyMethodDef module_methods[] = {

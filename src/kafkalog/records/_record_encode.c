@@ -8,7 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_fastcodec.h"
+#include "_codec_state.h"
+#include "_v2_format.h"
 #include "_record_objects.h"
 
 /* ---- encode: list[Record] -> records region --------------------------------------------- */

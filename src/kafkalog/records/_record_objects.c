@@ -19,7 +19,8 @@
 #include <Python.h>
 #include <structmember.h>
 
-#include "_fastcodec.h"
+#include "_codec_state.h"
+#include "_v2_format.h"
 #include "_record_objects.h"
 
 /* ---- the Record type --------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* The Record type of _fastcodec and its loops (see _record_objects.c), declared for
- * _fastcodec.c, which owns the module state and the method table. */
+ * _fastcodec.c, which defines the module from them; the module state they read is
+ * _codec_state.h's. */
 #ifndef KAFKALOG_RECORD_OBJECTS_H
 #define KAFKALOG_RECORD_OBJECTS_H
 #define PY_SSIZE_T_CLEAN
@@ -33,11 +34,6 @@ void record_freelist_clear(RecordFreelist *freelist);
 extern PyType_Spec record_type_spec;
 extern PyMethodDef record_methods[]; /* decode_records, encode_records, record_facts */
 extern PyMethodDef search_methods[]; /* search_offset, in _batch_search.c */
-
-/* from _fastcodec.c, which owns the module state */
-PyTypeObject *codec_record_type(PyObject *module);
-PyObject *codec_corrupt_records(PyObject *module);
-RecordFreelist *codec_record_freelist(PyObject *module); /* NULL once the module is cleared */
 
 PyObject *records_encode(PyObject *module, PyObject *args);
 PyObject *records_facts(PyObject *module, PyObject *records);

@@ -3,8 +3,8 @@
  * batch parsers. Header-only, all static inline, and stateless: damage is recorded in the
  * caller's Damage, and each extension raises it with the exception class in its module state.
  */
-#ifndef KAFKALOG_FASTCODEC_H
-#define KAFKALOG_FASTCODEC_H
+#ifndef KAFKALOG_V2_FORMAT_H
+#define KAFKALOG_V2_FORMAT_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
