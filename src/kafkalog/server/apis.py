@@ -15,6 +15,7 @@ of that request's connection.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -270,6 +271,10 @@ class KafkaApis:
             # thread hand-off in both directions, a large share of a small request's time
             response: bytes | None = await self.run(self._on_worker, frame, listener)
             return response
+        if api is not None and api.runs_on is RunsOn.PURGATORY:
+            return await self.purgatory.fetch(
+                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, listener), park
+            )
         request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, listener)
         api = APIS[request.api_key]
         if api.runs_on is RunsOn.CONNECTION:
@@ -280,8 +285,6 @@ class KafkaApis:
             if outcome.close:
                 raise AuthenticationFailedError(answer)
             return answer
-        if api.runs_on is RunsOn.PURGATORY:
-            return await self.purgatory.fetch(request, park)
         assert api.handler is not None
         return encode_response(request, await api.handler(self, request))
 

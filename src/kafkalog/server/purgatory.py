@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import Executor
+from typing import Any
 
 from kafkalog.protocol.fetch_frame import FetchFrame, encode_fetch_response
 from kafkalog.protocol.wire import Request
@@ -42,9 +42,13 @@ class FetchPurgatory:
     """Runs Fetch requests, parking those that must wait. Lives on the event loop; ``start``
     there before the first fetch."""
 
-    def __init__(self, context: BrokerContext, pool: Executor) -> None:
+    def __init__(
+        self,
+        context: BrokerContext,
+        run: Callable[..., asyncio.Future[tuple[Request, FetchResult, FetchFrame | None]]],
+    ) -> None:
         self._context = context
-        self._pool = pool
+        self._run = run  # on a request handler thread
         self._signal: AppendSignal | None = None
         self.parked = 0  # fetches waiting for data now
 
@@ -65,14 +69,21 @@ class FetchPurgatory:
             result.close()
             raise
 
-    async def fetch(self, request: Request, park: Callable[[], None]) -> FetchFrame:
+    def _decode_and_fetch(
+        self, decode: Callable[[], Request]
+    ) -> tuple[Request, FetchResult, FetchFrame | None]:
+        request = decode()
+        return request, *self._fetch_once(request, False)
+
+    async def fetch(self, decode: Callable[[], Request], park: Callable[[], None]) -> FetchFrame:
         """The Fetch's response frame, once it has ``min_bytes`` or its time is up; ``park``
-        is called when it starts to wait."""
+        is called when it starts to wait. ``decode`` parses the request, on the handler
+        thread of the first try (one trip to a thread, not two)."""
         loop = asyncio.get_running_loop()
         assert self._signal is not None, "start the purgatory first"
         woken = self._signal.current()
         encoded: FetchFrame | None
-        result, encoded = await self._fetch_in_worker(request, False)
+        request, result, encoded = await self._in_worker(self._decode_and_fetch, decode)
         if encoded is not None:
             return encoded
         park()
@@ -84,19 +95,23 @@ class FetchPurgatory:
                 if remaining > 0:  # asyncio.wait: it neither cancels the shared future nor
                     await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
                 woken = self._signal.current()
-                result, encoded = await self._fetch_in_worker(request, loop.time() >= deadline)
+                final = loop.time() >= deadline
+                _, result, encoded = await self._in_worker(self._fetch_again, request, final)
             return encoded
         finally:
             self.parked -= 1
 
-    async def _fetch_in_worker(
+    def _fetch_again(
         self, request: Request, final: bool
-    ) -> tuple[FetchResult, FetchFrame | None]:
-        """A try on a worker thread. If the client goes while it runs, the worker still
+    ) -> tuple[Request, FetchResult, FetchFrame | None]:
+        return request, *self._fetch_once(request, final)
+
+    async def _in_worker(
+        self, fn: Callable[..., tuple[Request, FetchResult, FetchFrame | None]], *args: Any
+    ) -> tuple[Request, FetchResult, FetchFrame | None]:
+        """A try on a handler thread. If the client goes while it runs, the thread still
         finishes, and the descriptors it took are closed then rather than leaked."""
-        future = asyncio.get_running_loop().run_in_executor(
-            self._pool, self._fetch_once, request, final
-        )
+        future = self._run(fn, *args)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -104,6 +119,8 @@ class FetchPurgatory:
             raise
 
 
-def _close_abandoned(future: asyncio.Future[tuple[FetchResult, FetchFrame | None]]) -> None:
+def _close_abandoned(
+    future: asyncio.Future[tuple[Request, FetchResult, FetchFrame | None]],
+) -> None:
     if not future.cancelled() and future.exception() is None:
-        future.result()[0].close()
+        future.result()[1].close()

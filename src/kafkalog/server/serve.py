@@ -15,7 +15,6 @@ import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from kafkalog.manager import LogManager
 from kafkalog.manager.server_config import ServerConfig
 from kafkalog.server.apis import Broker, KafkaApis
 from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
+from kafkalog.server.handler_pool import RequestHandlerPool
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.scram_store import load_credentials
@@ -71,7 +71,7 @@ class KafkaServer:
         self.manager: LogManager | None = None
         self._transports: list[Transport] = []
         self._channel: RequestChannel | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: RequestHandlerPool | None = None
         self._groups: GroupCoordinator | None = None
         self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
@@ -170,17 +170,14 @@ class KafkaServer:
     async def _build(self, context: BrokerContext) -> KafkaApis:
         """Everything a broker runs, once per process: the worker pool, the coordinators
         (loaded from their internal topics), the fetch purgatory and the request door."""
-        pool = self._pool = ThreadPoolExecutor(
-            self.settings.io_threads, thread_name_prefix="kafkalog-io"
+        pool = self._pool = RequestHandlerPool(
+            self.settings.io_threads, asyncio.get_running_loop(), "kafkalog-io"
         )
-        loop = asyncio.get_running_loop()
-
-        async def run(fn: Any, *args: Any) -> Any:
-            return await loop.run_in_executor(pool, fn, *args)
+        run = pool.run
 
         groups = self._groups = GroupCoordinator(context, run)
         transactions = self._transactions = TransactionCoordinator(context, run, groups)
-        purgatory = FetchPurgatory(context, pool)
+        purgatory = FetchPurgatory(context, run)
         purgatory.start()
         await groups.start()
         await transactions.start()
@@ -193,7 +190,7 @@ class KafkaServer:
         if self._groups is not None:
             await self._groups.stop()
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown()
         self._groups = self._transactions = None
         self._pool = None
 
