@@ -171,7 +171,7 @@ def test_topics_produce_consume_with_kafkas_partitioner(tmp_path: Path) -> None:
         "produce", "--log-dirs", d, "--topic", "c", "--property", "parse.key=true",
         "--property", "key.separator=:", stdin=lines,
     )  # fmt: skip
-    assert code == 0 and "wrote 30 record(s)" in err
+    assert code == 0 and err == ""  # Kafka's console producer prints nothing
     code, out, err = run(
         "consume", "--log-dirs", d, "--topic", "c", "--property", "print.key=true",
         "--property", "print.partition=true", "--property", "key.separator=|",

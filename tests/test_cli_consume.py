@@ -73,8 +73,16 @@ def test_usage_errors_are_kafkas(tmp_path: Path) -> None:
         "consume", "--log-dirs", d, "--topic", "t", "--partition", "0", "--offset", "-3"
     )
     assert code == 2 and "a non-negative long" in err
-    code, _, err = run("consume", "--log-dirs", d, "--topic", "t", "--max-messages", "0")
-    assert code == 2
+    for none in ("0", "-2"):  # Kafka's loop: while count < max, or max == -1
+        code, out, err = run(
+            "consume", "--log-dirs", d, "--topic", "t", "--from-beginning", "--max-messages", none
+        )
+        assert (code, out, err.strip()) == (0, b"", "Processed a total of 0 messages")
+    code, _, err = run(
+        "consume", "--log-dirs", d, "--topic", "t", "--from-beginning", "--max-messages", "-1",
+        "--timeout-ms", "0",
+    )  # fmt: skip
+    assert code == 0 and "a total of 2 messages" in err  # -1: read on
 
 
 def test_it_waits_for_appends_from_the_end(tmp_path: Path) -> None:

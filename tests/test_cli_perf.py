@@ -90,6 +90,14 @@ def test_producer_props_as_kafka_takes_them(data: str) -> None:
     batches = list(PartitionView(Path(data) / "p-0").batches(0))
     assert {b.compression for b in batches} == {CompressionType.ZSTD}
     assert max(b.last_offset - b.base_offset + 1 for b in batches) == 200 // (10 + 8)
+    # Kafka 4's names for the same (KIP-1147): --command-property, --command-config
+    code, out, err = produce(
+        data, "--num-records", "10", "--record-size", "10", "--throughput", "-1",
+        "--command-property", "compression.type=lz4", "batch.size=100",
+    )  # fmt: skip
+    assert code == 0 and err == "", err
+    later = list(PartitionView(Path(data) / "p-0").batches(500))
+    assert {b.compression for b in later} == {CompressionType.LZ4}
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,6 @@ def test_lines_before_a_refused_line_are_written(data: str) -> None:
                        "parse.key=true", "--property", "key.separator=|", stdin=lines)  # fmt: skip
     assert code == EXIT_INVALID
     assert "No key separator found on line number 1501: 'no separator'" in err
-    assert "wrote 1500 record(s)" in err
     records = [kv for _, rs in batches(data) for kv in rs]
     assert records == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(1500)]
 

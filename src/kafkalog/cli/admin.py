@@ -266,7 +266,7 @@ def recover(partition_dirs: tuple[str, ...]) -> None:
         for action in actions:
             click.echo(f"{path.name}: {action}")
         click.echo(
-            f"{path.name}: recovered {len(log.load_result.recovered_segments)} segment(s), "
+            f"{path.name}: checked {len(log.load_result.recovered_segments)} segment(s), "
             f"truncated {log.load_result.truncated_bytes} byte(s); log end offset "
             f"{log.log_end_offset}"
         )

@@ -84,11 +84,13 @@ def partition_count(manager: LogManager, topic: str, *, create: bool = False) ->
 )
 @click.option("--sync", is_flag=True, help="Append each line as its own batch, as Kafka's.")
 @click.option(
+    "--reader-property",
     "--property",
     "props",
     multiple=True,
     help="Kafka's LineMessageReader properties: parse.key, key.separator, parse.headers, "
-    "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error.",
+    "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error "
+    "(--property is Kafka 3's name).",
 )
 @user_errors
 def produce(
@@ -106,7 +108,7 @@ def produce(
     \b
     Example:
       printf 'u1:hello\\nu2:world\\n' | kafkalog produce --log-dirs data --topic clicks \\
-          --property parse.key=true --property key.separator=:
+          --reader-property parse.key=true --reader-property key.separator=:
     """
     reader = LineMessageReader.from_properties(parse_properties(props))
     chunk_size = 1 if sync else CHUNK
@@ -117,14 +119,12 @@ def produce(
                 f"partition {partition} of {topic!r} does not exist (it has {count})"
             )
         sticky = 0
-        written = 0
         by_partition: dict[int, list[Record]] = {}
 
         def flush() -> None:
-            nonlocal sticky, written
+            nonlocal sticky
             for p, records in sorted(by_partition.items()):
                 manager.get_log(topic, p).append(records, compression=compression)
-                written += len(records)
             by_partition.clear()
             sticky = (sticky + 1) % count
 
@@ -141,8 +141,7 @@ def produce(
                 if number % chunk_size == 0:
                     flush()
         finally:
-            flush()
-            click.echo(f"wrote {written} record(s) to {topic}", err=True)
+            flush()  # and nothing printed: Kafka's console producer says nothing either
 
 
 @click.command()
@@ -161,7 +160,12 @@ def produce(
     default=None,
     help="kafkalog's own: start at the first record at or after this time (ms).",
 )
-@click.option("--max-messages", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--max-messages",
+    type=int,
+    default=None,
+    help="Exit after this many messages; as Kafka's, 0 or less reads none, -1 or unset reads on.",
+)
 @click.option(
     "--timeout-ms",
     type=int,
@@ -240,8 +244,14 @@ def consume(
             if t == topic and p in views:  # else auto.offset.reset: latest, or earliest
                 positions[p] = max(resume, views[p].log_start_offset())
         begun = dict(positions)
+    if max_messages == -1:  # Kafka's "not set"
+        max_messages = None
     try:
-        shown = _consume(views, positions, formatter, committed, max_messages, timeout_ms)
+        shown = (
+            0
+            if max_messages is not None and max_messages <= 0
+            else _consume(views, positions, formatter, committed, max_messages, timeout_ms)
+        )
     finally:
         if group is not None:
             moved = {p: o for p, o in positions.items() if o != begun[p]}

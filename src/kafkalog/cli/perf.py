@@ -105,14 +105,22 @@ def perf() -> None:
 @click.option("--num-records", type=int, required=True)
 @click.option("--record-size", type=int, default=None, help="Value bytes (default 100).")
 @click.option("--payload-file", default=None, help="Values: random entries of this UTF-8 file.")
-@click.option("--payload-delimiter", default="\n", show_default=True)
+@click.option(
+    "--payload-delimiter",
+    default="\n",
+    help="What separates the payloads of --payload-file. Default: a line break (\\n).",
+)
 @click.option("--payload-monotonic", is_flag=True, help="Values: each record's number.")
 @click.option("--throughput", type=float, default=-1, show_default=True,
               help="Records/s ceiling; -1 for none (Kafka requires the flag).")  # fmt: skip
-@click.option("--producer-props", "producer_props", multiple=True, metavar="PROP=VALUE ...",
+@click.option("--command-property", "--producer-props", "producer_props", multiple=True,
+              metavar="PROP=VALUE ...",
               help="batch.size, compression.type, compression.<codec>.level are honoured; "
-              "network settings are ignored with a warning.")  # fmt: skip
-@click.option("--producer.config", "producer_config", default=None, metavar="CONFIG-FILE")
+              "network settings are ignored with a warning (--producer-props is Kafka 3's "
+              "name).")  # fmt: skip
+@click.option("--command-config", "--producer.config", "producer_config", default=None,
+              metavar="CONFIG-FILE", help="A properties file (--producer.config is Kafka 3's "
+              "name).")  # fmt: skip
 @click.option("--print-metrics", is_flag=True, help="Kafka's producer-metrics table at the end.")
 @click.option("--batch-size", type=int, default=None, hidden=True)  # batch.size, before 0.5
 @click.option("--compression-type", default=None, hidden=True)  # compression.type, before 0.5
