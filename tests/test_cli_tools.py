@@ -136,6 +136,69 @@ def test_get_offsets_by_special_time_and_timestamp(data: str) -> None:
     assert code != 0 and "--time" in err
 
 
+def test_get_offsets_topic_partition_rules_as_get_offset_shell(data: str, tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("__consumer_offsets", 3)
+
+    def offsets(*args: str) -> list[str]:
+        code, out, err = run("get-offsets", "--log-dirs", data, *args)
+        assert code == 0, err
+        return out.split()
+
+    every = offsets("--time", "-2")
+    assert "__consumer_offsets:2:0" in every and len(every) == 7
+    assert "__consumer_offsets:0:0" not in offsets("--exclude-internal-topics", "--time", "-2")
+    # N, N-M (M excluded), N-, -M and a rule without partitions, as Kafka's filters read them
+    assert offsets("--topic-partitions", "clicks:1") == ["clicks:1:5"]
+    assert offsets("--topic-partitions", "__consumer_offsets:1-2,users", "--time", "-2") == [
+        "__consumer_offsets:1:0",
+        "users:0:0",
+    ]
+    assert offsets("--topic-partitions", "__consumer_offsets:-1", "--time", "-2") == [
+        "__consumer_offsets:0:0"
+    ]
+    assert offsets("--topic-partitions", ":1-", "--time", "-2") == [
+        "__consumer_offsets:1:0",
+        "__consumer_offsets:2:0",
+        "clicks:1:0",
+    ]
+    code, _, err = run("get-offsets", "--log-dirs", data, "--topic-partitions", "nothing.*")
+    assert code != 0 and "Could not match any topic-partitions with the specified filters" in err
+    code, _, err = run("get-offsets", "--log-dirs", data, "--topic-partitions", "a:b")
+    assert code != 0 and "Invalid rule specification: a:b" in err
+    code, _, err = run("get-offsets", "--log-dirs", data, "--topic", "x", "--topic-partitions", "y")
+    assert code == 2 and "--topic-partitions cannot be used with --topic" in err
+
+
+def test_topics_internal_topics_ids_and_partition_reports(data: str, tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("__consumer_offsets", 1)
+        manager.create_topic("strict", 2, {"min.insync.replicas": "2"})
+
+    def lines(*args: str) -> list[str]:
+        code, out, err = run("topics", "--log-dirs", data, *args)
+        assert code == 0, err
+        return out.splitlines()
+
+    assert "__consumer_offsets" in lines("--list")
+    assert "__consumer_offsets" not in lines("--list", "--exclude-internal")
+    described = lines("--describe", "--exclude-internal")
+    assert not any("__consumer_offsets" in line for line in described)
+    # one replica, its own leader, always in sync: never under-replicated nor unavailable
+    assert lines("--describe", "--under-replicated-partitions") == []
+    assert lines("--describe", "--unavailable-partitions") == []
+    under = lines("--describe", "--under-min-isr-partitions")
+    assert [line.split("\t")[1:3] for line in under] == [
+        ["Topic: strict", "Partition: 0"],
+        ["Topic: strict", "Partition: 1"],
+    ]
+    at_min = lines("--describe", "--at-min-isr-partitions", "--topic", "clicks.*")
+    assert len(at_min) == 3 and all(line.startswith("\tTopic: clicks") for line in at_min)
+    topic_id = lines("--describe", "--topic", "users")[0].split("\t")[1].split(": ")[1]
+    by_id = lines("--describe", "--topic-id", topic_id)
+    assert by_id[0].startswith("Topic: users\t") and len(by_id) == 2
+
+
 def test_delete_records_takes_kafkas_json_file(data: str, tmp_path: Path) -> None:
     spec = tmp_path / "offsets.json"
     spec.write_text(json.dumps({"partitions": [

@@ -32,12 +32,12 @@ from kafka_oracle import (
 )
 from kafkalog import LogManager, Record
 from kafkalog.cli.main import cli
-from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, load_offsets
-from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC, load_transactions
+from kafkalog.coordinator.offsets_store import load_offsets
+from kafkalog.coordinator.txn_store import load_transactions
 from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.records.committed import AbortedTransaction, committed_records
 from kafkalog.server import serve
-from kafkalog.types import IsolationLevel
+from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC, IsolationLevel
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(600)]
 

@@ -16,14 +16,13 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog import Record
 from kafkalog.coordinator.group_coordinator import GroupCoordinator
-from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC, load_offsets, partition_for
+from kafkalog.coordinator.offsets_store import load_offsets, partition_for
 from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 from kafkalog.coordinator.txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     ONGOING,
     PREPARE_COMMIT,
-    TRANSACTION_TOPIC,
     TransactionMetadata,
     append_transaction_record,
     load_transactions,
@@ -33,6 +32,7 @@ from kafkalog.coordinator.txn_store import (
 from kafkalog.protocol.wire import make
 from kafkalog.records import MemoryRecords
 from kafkalog.records.coordinator import decode
+from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from server_helpers import as_request, broker_over, produce_body, request_module
 
 pytestmark = pytest.mark.one_codec

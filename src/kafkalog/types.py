@@ -197,6 +197,16 @@ def validate_topic_name(topic: str) -> str:
 # in the first log directory unless metadata.log.dir says otherwise. Not a topic of the log
 # manager's (Kafka's LogManager.loadLogs leaves it to the Raft layer), and never created.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+# Kafka's internal topics (org.apache.kafka.common.internals.Topic): the coordinators' state,
+# which tools leave out when asked to (--exclude-internal) and clients may not write
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC, SHARE_GROUP_STATE_TOPIC})
+
+
+def is_internal_topic(topic: str | None) -> bool:
+    return topic in INTERNAL_TOPICS
 
 
 def validate_new_topic_name(topic: str) -> str:

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from kafkalog.coordinator.offsets_store import (
-    OFFSETS_TOPIC,
     GroupOffsets,
     OffsetAndMetadata,
     append_offset_records,
@@ -29,6 +28,7 @@ from kafkalog.errors import LogDirectoryLockedError
 from kafkalog.log.view import PartitionView, discover_partitions
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage.dir_lock import held_by_writer
+from kafkalog.types import OFFSETS_TOPIC
 
 OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions' default, for the first commit
 

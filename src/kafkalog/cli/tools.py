@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
-from kafkalog.cli.topics import matching, node_id
+from kafkalog.cli.topics import node_id
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidConfigError,
@@ -40,6 +41,7 @@ from kafkalog.manager.config_sources import (
 )
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.reader import LogDirsReader
+from kafkalog.types import is_internal_topic
 
 # ListOffsets' special timestamps, by GetOffsetShell's names
 TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
@@ -187,19 +189,81 @@ def _print_entry(key: str, value: str | None, layers: list[Synonym]) -> None:
 @log_dirs_option
 @click.option("--topic", help="A regular expression; every topic without it.")
 @click.option("--partitions", help="Comma-separated partition numbers; all without it.")
+@click.option("--topic-partitions", default=None,
+              help="Comma-separated TOPIC-REGEX:PARTITIONS rules, PARTITIONS as N, N-M (M "
+              "excluded), N- or -M; instead of --topic and --partitions.")  # fmt: skip
+@click.option("--exclude-internal-topics", is_flag=True, help="Leave out internal topics.")
 @click.option("--time", "time_", default="latest", show_default=True,
               help="latest (-1), earliest (-2), max-timestamp (-3) or ms.")  # fmt: skip
 @user_errors
-def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_: str) -> None:
+def get_offsets(
+    log_dirs: str,
+    topic: str | None,
+    partitions: str | None,
+    topic_partitions: str | None,
+    exclude_internal_topics: bool,
+    time_: str,
+) -> None:
     """Print topic:partition:offset for each partition, like kafka-get-offsets: the offset of
     the first record at or after --time, or the special offsets."""
+    if topic_partitions is not None and (topic is not None or partitions is not None):
+        raise click.UsageError("--topic-partitions cannot be used with --topic or --partitions")
     try:
         when = TIMES[time_] if time_ in TIMES else int(time_)
     except ValueError:
         raise InvalidArgumentError(
             f"--time {time_!r}: latest, earliest, max-timestamp or ms"
         ) from None
-    wanted = None
+    if topic_partitions is not None:
+        rules = [_partition_rule(spec) for spec in topic_partitions.split(",")]
+    else:
+        rules = [_topic_and_partitions_rule(topic, partitions)]
+    reader = LogDirsReader(existing_dirs(log_dirs))  # read-only: beside a writer, no byte written
+    topics = reader.topics()
+    chosen = [
+        (name, p)
+        for name in sorted(topics)
+        if not (exclude_internal_topics and is_internal_topic(name))
+        for p in range(topics[name])
+        if any(regex.fullmatch(name) and allows(p) for regex, allows in rules)
+    ]
+    if not chosen:
+        raise UnknownTopicOrPartitionError(
+            "Could not match any topic-partitions with the specified filters"
+        )
+    for name, p in chosen:
+        found = reader.view(name, p).list_offset(when)
+        if found is not None:  # GetOffsetShell leaves out a partition with no answer
+            click.echo(f"{name}:{p}:{found}")
+
+
+# GetOffsetShell's TOPIC_PARTITION_PATTERN: a topic regex, then :N, :N-M, :N- or :-M
+_RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
+PartitionRule = tuple[re.Pattern[str], Callable[[int], bool]]
+
+
+def _regex(pattern: str, flag: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise InvalidConfigError(flag, f"{pattern!r} is not a regular expression: {err}") from None
+
+
+def _partition_rule(spec: str) -> PartitionRule:
+    """One --topic-partitions rule, read as Kafka's GetOffsetShell.parseRuleSpec reads it."""
+    found = _RULE.fullmatch(spec)
+    if found is None:
+        raise InvalidArgumentError(f"Invalid rule specification: {spec}")
+    topic, one, low, high = (g or None for g in found.groups())
+    regex = _regex(topic or ".*", "--topic-partitions")
+    if one is not None:
+        return regex, lambda p: p == int(one)
+    lo, hi = int(low or 0), int(high) if high else 2**31 - 1
+    return regex, lambda p: lo <= p < hi
+
+
+def _topic_and_partitions_rule(topic: str | None, partitions: str | None) -> PartitionRule:
+    wanted: set[int] = set()
     if partitions:
         try:
             wanted = {int(p) for p in partitions.split(",") if p.strip()}
@@ -207,15 +271,7 @@ def get_offsets(log_dirs: str, topic: str | None, partitions: str | None, time_:
             raise InvalidArgumentError(
                 f"--partitions {partitions!r}: comma-separated numbers"
             ) from None
-    reader = LogDirsReader(existing_dirs(log_dirs))  # read-only: beside a writer, no byte written
-    topics = reader.topics()
-    for name in matching(sorted(topics), topic, if_exists=True):
-        for p in range(topics[name]):
-            if wanted is not None and p not in wanted:
-                continue
-            found = reader.view(name, p).list_offset(when)
-            if found is not None:  # GetOffsetShell leaves out a partition with no answer
-                click.echo(f"{name}:{p}:{found}")
+    return _regex(topic or ".*", "--topic"), lambda p: not wanted or p in wanted
 
 
 @click.command("delete-records")

@@ -26,6 +26,7 @@ from kafkalog.manager.log_dir import topic_configs
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.storage.meta_properties import node_id as meta_node_id
 from kafkalog.storage.partition_metadata import read_partition_metadata
+from kafkalog.types import is_internal_topic
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
@@ -66,6 +67,18 @@ def matching(names: list[str], pattern: str | None, *, if_exists: bool) -> list[
 @click.option("--config", "configs", multiple=True, help="A topic override, key=value (create).")
 @click.option("--if-exists", is_flag=True, help="No error when the topic is missing.")
 @click.option("--if-not-exists", is_flag=True, help="No error when the topic exists (create).")
+@click.option(
+    "--exclude-internal", is_flag=True, help="Leave out internal topics (list, describe)."
+)
+@click.option("--topic-id", default=None, help="Describe the topic with this id.")
+@click.option("--under-replicated-partitions", "report", flag_value="under-replicated",
+              help="Describe only those (none: one replica, always in sync).")  # fmt: skip
+@click.option("--unavailable-partitions", "report", flag_value="unavailable",
+              help="Describe only partitions without a leader (none, once loaded).")  # fmt: skip
+@click.option("--under-min-isr-partitions", "report", flag_value="under-min-isr",
+              help="Describe only those whose ISR (1) is below min.insync.replicas.")  # fmt: skip
+@click.option("--at-min-isr-partitions", "report", flag_value="at-min-isr",
+              help="Describe only those whose ISR (1) equals min.insync.replicas.")  # fmt: skip
 @user_errors
 def topics(
     log_dirs: str,
@@ -76,6 +89,9 @@ def topics(
     configs: tuple[str, ...],
     if_exists: bool,
     if_not_exists: bool,
+    exclude_internal: bool,
+    topic_id: str | None,
+    report: str | None,
 ) -> None:
     """Create, list, describe, alter and delete topics, like kafka-topics.
 
@@ -104,14 +120,27 @@ def topics(
     dirs = [Path(d) for d in log_dirs.split(",") if d]
     if action != "create":
         existing_dirs(log_dirs)
+    if (report or topic_id) and action != "describe":
+        raise click.UsageError("--topic-id and the partition reports go with --describe only")
+    if topic_id and topic:
+        raise click.UsageError("--topic and --topic-id cannot be given together")
     if action in ("list", "describe"):  # read-only: no lock, so beside a writer too
         by_topic = _partitions(dirs)
         overrides = topic_configs(dirs) if action == "describe" else {}
-        for name in matching(sorted(by_topic), topic, if_exists=if_exists):
+        names = [n for n in sorted(by_topic) if not (exclude_internal and is_internal_topic(n))]
+        if topic_id is not None:
+            names = [n for n in names if _topic_id(by_topic[n]) == topic_id]
+            if not names and not if_exists:
+                raise UnknownTopicOrPartitionError(f"Topic '{topic_id}' does not exist as expected")
+        for name in matching(names, topic, if_exists=if_exists):
             if action == "list":
                 click.echo(name)
             else:
-                _describe(overrides.get(name, {}), name, by_topic[name], node_id(dirs))
+                topic_overrides = overrides.get(name, {})
+                if report is None:
+                    _describe_topic(topic_overrides, name, by_topic[name])
+                if report is None or _reported(report, topic_overrides):
+                    _describe_partitions(name, by_topic[name], node_id(dirs))
         return
     with LogManager(dirs) as manager:
         if action == "create":
@@ -140,16 +169,33 @@ def _partitions(dirs: list[Path]) -> dict[str, dict[int, Path]]:
     return out
 
 
-def _describe(
-    overrides: dict[str, str], topic: str, partitions: dict[int, Path], node: int
-) -> None:
-    """kafka-topics' lines from the files alone: another process may be writing meanwhile."""
-    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+def _topic_id(partitions: dict[int, Path]) -> str:
     meta = read_partition_metadata(partitions[min(partitions)])
+    return str(meta.topic_id) if meta else "NONE"
+
+
+def _reported(report: str, overrides: dict[str, str]) -> bool:
+    """Whether kafka-topics' partition report ``report`` lists this topic's partitions: each
+    has one replica, its leader, always in sync (Kafka's PartitionDescription rules), against
+    the topic's min.insync.replicas (its override, else Kafka's default 1: a broker's own
+    setting is in its server.properties, not in the log directories)."""
+    if report in ("under-replicated", "unavailable"):
+        return False
+    min_isr = int(overrides.get("min.insync.replicas", "1"))
+    return min_isr > 1 if report == "under-min-isr" else min_isr == 1
+
+
+def _describe_topic(overrides: dict[str, str], topic: str, partitions: dict[int, Path]) -> None:
+    """kafka-topics' topic line from the files alone: another process may be writing."""
+    configs = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
     click.echo(
-        f"Topic: {topic}\tTopicId: {meta.topic_id if meta else 'NONE'}\t"
+        f"Topic: {topic}\tTopicId: {_topic_id(partitions)}\t"
         f"PartitionCount: {len(partitions)}\tReplicationFactor: 1\tConfigs: {configs}"
     )
+
+
+def _describe_partitions(topic: str, partitions: dict[int, Path], node: int) -> None:
+    """kafka-topics' partition lines, with kafkalog's offsets and sizes after them."""
     for p, path in sorted(partitions.items()):
         view = PartitionView(path)
         segments = view.segments()

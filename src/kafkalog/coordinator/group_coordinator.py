@@ -22,7 +22,6 @@ from kafkalog.coordinator.group_member import GroupState, wall_clock_ms
 from kafkalog.coordinator.group_metadata import restore
 from kafkalog.coordinator.offsets_retention import expired_offsets
 from kafkalog.coordinator.offsets_store import (
-    OFFSETS_TOPIC,
     GroupOffsets,
     StoredGroup,
     append_offset_records,
@@ -34,6 +33,7 @@ from kafkalog.coordinator.offsets_store import (
     settle,
 )
 from kafkalog.errors import KafkaLogError
+from kafkalog.types import OFFSETS_TOPIC
 
 logger = logging.getLogger("kafkalog.server")
 

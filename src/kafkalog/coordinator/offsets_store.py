@@ -36,9 +36,8 @@ from kafkalog.records.coordinator import decode
 from kafkalog.records.partitioner import java_string_hash
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.schema_writer import encode_key, encode_versioned
-from kafkalog.types import ControlRecordType
+from kafkalog.types import OFFSETS_TOPIC, ControlRecordType
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.topic.* defaults: compacted, 100 MiB segments, the producer's compression
 OFFSETS_TOPIC_CONFIG = {
     "cleanup.policy": "compact",

@@ -34,7 +34,6 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.coordinator.context import CoordinatorContext
 from kafkalog.coordinator.group_member import wall_clock_ms
-from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC
 from kafkalog.coordinator.txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -42,13 +41,13 @@ from kafkalog.coordinator.txn_store import (
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
-    TRANSACTION_TOPIC,
     TransactionMetadata,
     append_transaction_record,
     coordinator_epoch,
     load_transactions,
 )
 from kafkalog.errors import KafkaLogError, UnknownTopicOrPartitionError
+from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC
 
 if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator

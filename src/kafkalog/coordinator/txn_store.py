@@ -25,8 +25,8 @@ from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records.coordinator import TRANSACTION_STATES, decode
 from kafkalog.records.schema_writer import encode_key, encode_versioned
+from kafkalog.types import TRANSACTION_TOPIC
 
-TRANSACTION_TOPIC = "__transaction_state"
 TRANSACTION_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "compression.type": "uncompressed",

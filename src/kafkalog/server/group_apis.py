@@ -18,13 +18,12 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.coordinator.group_coordinator import GroupCoordinator
 from kafkalog.coordinator.group_member import JoinRequest
-from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC
-from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.internal_topics import ensure_internal_topic
+from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC
 
 logger = logging.getLogger("kafkalog.server")
 

@@ -11,35 +11,25 @@ modules) and authorization (the request door decides who may ask at all).
 
 from __future__ import annotations
 
-from kafkalog.coordinator.offsets_store import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIG,
-    create_if_missing,
-)
-from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC, TRANSACTION_TOPIC_CONFIG
+from kafkalog.coordinator.offsets_store import OFFSETS_TOPIC_CONFIG, create_if_missing
+from kafkalog.coordinator.txn_store import TRANSACTION_TOPIC_CONFIG
 from kafkalog.errors import InvalidTopicError
 from kafkalog.server.context import BrokerContext
+from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC, is_internal_topic
 
-SHARE_GROUP_STATE_TOPIC = "__share_group_state"
-# Kafka's Topic.INTERNAL_TOPICS: a Kafka 4 broker's directory may hold share-group state too
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC, SHARE_GROUP_STATE_TOPIC})
 # the client id with which Kafka's own tools may write internal topics (AdminUtils)
 ADMIN_CLIENT_ID = "__admin_client"
 
 
-def is_internal(topic: str | None) -> bool:
-    return topic in INTERNAL_TOPICS
-
-
 def check_produce_allowed(topic: str, client_id: str | None) -> None:
     """Kafka's ReplicaManager.appendToLocalLog guard: INVALID_TOPIC_EXCEPTION."""
-    if is_internal(topic) and client_id != ADMIN_CLIENT_ID:
+    if is_internal_topic(topic) and client_id != ADMIN_CLIENT_ID:
         raise InvalidTopicError(f"Cannot append to internal topic {topic}")
 
 
 def check_delete_records_allowed(topic: str) -> None:
     """Kafka's ReplicaManager.deleteRecordsOnLocalLog guard: INVALID_TOPIC_EXCEPTION."""
-    if is_internal(topic):
+    if is_internal_topic(topic):
         raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
 
 

@@ -38,10 +38,14 @@ from kafkalog.server.context import (
 )
 from kafkalog.server.internal_topics import (
     ensure_internal_topic,
-    is_internal,
     owned_by_a_coordinator,
 )
-from kafkalog.types import CLUSTER_METADATA_TOPIC, uuid_bytes, validate_new_topic_name
+from kafkalog.types import (
+    CLUSTER_METADATA_TOPIC,
+    is_internal_topic,
+    uuid_bytes,
+    validate_new_topic_name,
+)
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -97,7 +101,7 @@ def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int, oper
         error_code=ErrorCode.none,
         name=topic,
         topic_id=topic_uuid(ctx, topic),
-        is_internal=is_internal(topic),
+        is_internal=is_internal_topic(topic),
         partitions=tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions)),
         topic_authorized_operations=operations,
     )
@@ -173,7 +177,7 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
 
 
 def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
-    if is_internal(topic):  # only with its coordinator's partitions and configs, as Kafka
+    if is_internal_topic(topic):  # only with its coordinator's partitions and configs, as Kafka
         if not owned_by_a_coordinator(topic):
             return ErrorCode.unknown_topic_or_partition
         try:

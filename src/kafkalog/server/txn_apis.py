@@ -24,7 +24,6 @@ from kio.schema.errors import ErrorCode
 from kafkalog import records
 from kafkalog.coordinator.group_member import wall_clock_ms
 from kafkalog.coordinator.offsets_store import (
-    OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIG,
     OffsetRows,
     create_if_missing,
@@ -38,6 +37,7 @@ from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import NO_THROTTLE
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
+from kafkalog.types import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator
