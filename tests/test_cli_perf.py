@@ -65,7 +65,8 @@ def test_a_window_line_each_interval_then_the_summary() -> None:
     assert lines[1] == (
         "1 records sent, 0.2 records/sec (0.18 MB/sec), 1.0 ms avg latency, 1.0 ms max latency."
     )
-    assert stats.total_line().startswith("5 records sent, 0.5 records/sec (0.10 MB/sec), ")
+    # records/sec as Java's %f, six decimals (ProducerPerformance.Stats.printTotal)
+    assert stats.total_line().startswith("5 records sent, 0.476190 records/sec (0.10 MB/sec), ")
 
 
 def test_producer_props_as_kafka_takes_them(data: str) -> None:
@@ -179,3 +180,28 @@ def test_metrics_table_is_kafkas_layout() -> None:
         "g:a-rate:{client-id=c}  : 0.123",
         "g:b-total:{client-id=c} : 2.000",
     ]
+
+
+def test_warmup_records_add_kafka_4s_steady_state_lines(data: str) -> None:
+    """The lines of Kafka 4.3.1's ProducerPerformance with --warmup-records, as it printed
+    them against kafkalog serve: a notice first, one when the warm-up ends, and a second
+    summary over the records after it."""
+    code, out, err = produce(
+        data, "--num-records", "1000", "--record-size", "10", "--throughput", "-1",
+        "--warmup-records", "400", "--reporting-interval", "60000",
+        "--command-property", "batch.size=180",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "Warmup first 400 records. Steady state results will print after the complete test summary."
+    )
+    assert lines[1] == "In steady state."
+    assert SUMMARY.match(lines[2]) and lines[2].startswith("1000 records sent, ")
+    steady = lines[3]
+    assert steady.startswith("600 steady state records sent, ")
+    assert SUMMARY.match(steady.replace(" steady state records", " records"))
+    assert len(lines) == 4
+    code, _, err = produce(data, "--num-records", "10", "--record-size", "1", "--warmup-records",
+                           "10")  # fmt: skip
+    assert code == 2 and "--warmup-records must be at least 0 and below --num-records" in err

@@ -29,6 +29,7 @@ from kafkalog.cli.perf_stats import (
     REPORTING_INTERVAL_MS,
     LatencyStats,
     ProducerStats,
+    SteadyStats,
     ThroughputThrottler,
     consumer_progress,
     consumer_summary,
@@ -122,6 +123,10 @@ def perf() -> None:
               metavar="CONFIG-FILE", help="A properties file (--producer.config is Kafka 3's "
               "name).")  # fmt: skip
 @click.option("--print-metrics", is_flag=True, help="Kafka's producer-metrics table at the end.")
+@click.option("--warmup-records", type=int, default=0, show_default=True,
+              help="Records left out of a second, steady-state summary line.")  # fmt: skip
+@click.option("--reporting-interval", type=int, default=REPORTING_INTERVAL_MS,
+              show_default=True, help="Milliseconds between progress lines.")  # fmt: skip
 @click.option("--batch-size", type=int, default=None, hidden=True)  # batch.size, before 0.5
 @click.option("--compression-type", default=None, hidden=True)  # compression.type, before 0.5
 @click.option("--seed", type=int, default=0, show_default=True, help="Payload seed.")
@@ -140,12 +145,15 @@ def perf_produce(
     producer_props: tuple[str, ...],
     producer_config: str | None,
     print_metrics: bool,
+    warmup_records: int,
+    reporting_interval: int,
     batch_size: int | None,
     compression_type: str | None,
     seed: int,
 ) -> None:
     """Append --num-records records and print Kafka's lines: one per 5-second window, then
-    the summary. Appends are synchronous, so linger.ms and acks have no meaning here.
+    the summary (and the steady state's, after --warmup-records). Appends are synchronous,
+    so linger.ms and acks have no meaning here.
 
     \b
     Example:
@@ -164,9 +172,18 @@ def perf_produce(
     for warning in settings.warnings:
         click.echo(warning, err=True)
     _check_positive("--num-records", num_records)
+    _check_positive("--reporting-interval", reporting_interval)
+    if not 0 <= warmup_records < num_records:
+        raise click.UsageError("--warmup-records must be at least 0 and below --num-records")
     payloads = Payloads(record_size, payload_file, payload_delimiter, payload_monotonic, seed)
     per_batch = max(1, settings.batch_size // (payloads.typical_size() + RECORD_OVERHEAD))
-    stats = ProducerStats(click.echo)
+    stats = ProducerStats(click.echo, reporting_interval)
+    steady = SteadyStats(warmup_records)
+    if warmup_records:
+        click.echo(
+            f"Warmup first {warmup_records} records. Steady state results will print after "
+            "the complete test summary."
+        )
     appends = LatencyStats()
     batch_bytes: list[int] = []
     with LogManager(existing_dirs(log_dirs)) as manager:
@@ -193,9 +210,14 @@ def perf_produce(
             done = time.perf_counter()
             appends.samples.append((done - began) * 1000)
             batch_bytes.append(batch.size_in_bytes)
-            stats.record([(done - t) * 1000 for t in enqueued], _byte_count(values))
+            latencies = [(done - t) * 1000 for t in enqueued]
+            if warmup_records and steady.record(sent, latencies, _sizes(values)):
+                click.echo("In steady state.")
+            stats.record(latencies, _byte_count(values))
             sent += n
     click.echo(stats.total_line())
+    if warmup_records:
+        click.echo(steady.total_line())
     if print_metrics:
         seconds = max(time.perf_counter() - stats.start, 1e-9)
         metrics = {
@@ -332,3 +354,7 @@ def perf_consume(
 
 def _byte_count(column: pa.Array) -> int:
     return int(pc.sum(pc.binary_length(column)).as_py() or 0)
+
+
+def _sizes(column: pa.Array) -> list[int]:
+    return [size or 0 for size in pc.binary_length(column).to_pylist()]

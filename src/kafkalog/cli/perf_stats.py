@@ -112,11 +112,42 @@ class ProducerStats:
         return producer_summary(self.count, self.clock() - self.start, self.bytes, self.latency)
 
 
+class SteadyStats:
+    """The records after ``--warmup-records`` (Kafka 4's ProducerPerformance): counted from
+    the first record past the warm-up, summed up in one more closing line."""
+
+    def __init__(self, warmup: int, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.warmup = warmup
+        self.clock = clock
+        self.start: float | None = None
+        self.latency = LatencyStats()
+        self.count = self.bytes = 0
+
+    def record(self, first: int, latencies_ms: list[float], sizes: list[int]) -> bool:
+        """Count the records of a batch that are past the warm-up (``first`` is the batch's
+        first record number); True when this batch is the one that ends the warm-up."""
+        skip = max(0, self.warmup - first)
+        if skip >= len(latencies_ms):
+            return False
+        began = self.start is None
+        if began:
+            self.start = self.clock()
+        self.latency.samples.extend(latencies_ms[skip:])
+        self.count += len(latencies_ms) - skip
+        self.bytes += sum(sizes[skip:])
+        return began
+
+    def total_line(self) -> str:
+        start = self.clock() if self.start is None else self.start
+        line = producer_summary(self.count, self.clock() - start, self.bytes, self.latency)
+        return line.replace(" records sent, ", " steady state records sent, ", 1)
+
+
 def producer_summary(count: int, seconds: float, nbytes: int, latency: LatencyStats) -> str:
     rate = count / seconds if seconds > 0 else 0.0
     mb_rate = nbytes / MB / seconds if seconds > 0 else 0.0
-    return (
-        f"{count} records sent, {rate:.1f} records/sec ({mb_rate:.2f} MB/sec), "
+    return (  # records/sec as Java's %f: six decimals
+        f"{count} records sent, {rate:.6f} records/sec ({mb_rate:.2f} MB/sec), "
         f"{latency.avg:.2f} ms avg latency, {latency.max:.2f} ms max latency, "
         f"{latency.percentile(0.5):.2f} ms 50th, {latency.percentile(0.95):.2f} ms 95th, "
         f"{latency.percentile(0.99):.2f} ms 99th, {latency.percentile(0.999):.2f} ms 99.9th."
