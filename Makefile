@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: demo test lint bench check-java check-mvn check-node kafka-oracle interop-clients clean
+.PHONY: demo test lint bench bench-serve check-java check-mvn check-node kafka-oracle interop-clients clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -71,6 +71,10 @@ test: lint check-java kafka-oracle interop-clients
 
 bench: $(DEV) kafka-oracle
 	$(PY) -m bench
+
+# the serve suite alone (about 40 minutes: both servers warm, long runs, two rounds each)
+bench-serve: $(DEV) kafka-oracle
+	$(PY) -m bench serve --no-write
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info
