@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: demo test lint bench bench-serve check-java check-mvn check-node kafka-oracle interop-clients clean
+.PHONY: demo test lint bench bench-serve fault-loops check-java check-mvn check-node kafka-oracle interop-clients clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -72,9 +72,14 @@ test: lint check-java kafka-oracle interop-clients
 bench: $(DEV) kafka-oracle
 	$(PY) -m bench
 
-# the serve suite alone (about 40 minutes: both servers warm, long runs, two rounds each)
+# the serve suite alone, its rows replaced in BENCHMARKS.md (about 40 minutes: both servers
+# warm, long runs, two rounds each)
 bench-serve: $(DEV) kafka-oracle
-	$(PY) -m bench serve --no-write
+	$(PY) -m bench serve --merge
+
+# the long fault loops: 100 kill -9s of kafkalog serve under live transactional producers
+fault-loops: $(DEV)
+	KAFKALOG_TXN_KILLS=100 $(PY) -m pytest -s tests/test_txn_kill_loop.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info
