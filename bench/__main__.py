@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -58,6 +60,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite BENCHMARKS.md")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="replace only these suites' rows in BENCHMARKS.md, keeping the last full run's",
+    )
     args = parser.parse_args()
     rows: list[Row] = []
     for name in args.suites or SUITES:
@@ -90,12 +97,15 @@ def main() -> int:
                 f"{fmt(r.baseline, r.unit)} ratio {r.ratio:.2f} {r.status}"
             )
     if not args.no_write:
-        (ROOT / "BENCHMARKS.md").write_text(render_markdown(rows, when, host))
+        written, stamp = rows, when
+        if args.merge and args.suites:
+            written, stamp = _merged(rows, args.suites, when)
+        (ROOT / "BENCHMARKS.md").write_text(render_markdown(written, stamp, host))
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)
         (results / "latest.json").write_text(
             json.dumps(
-                [r.__dict__ | {"ratio": r.ratio, "status": r.status} for r in rows], indent=1
+                [r.__dict__ | {"ratio": r.ratio, "status": r.status} for r in written], indent=1
             )
         )
     failed = [r for r in rows if r.status == "FAIL"]
@@ -106,6 +116,25 @@ def main() -> int:
             file=sys.stderr,
         )
     return 1 if failed else 0
+
+
+def _merged(rows: list[Row], suites: list[str], when: str) -> tuple[list[Row], str]:
+    """The last full run's rows (bench/results/latest.json) with ``suites``' replaced by
+    ``rows``, in suite order, and a date line that says which rows are from when."""
+    kept: list[Row] = []
+    previous = ROOT / "bench" / "results" / "latest.json"
+    if previous.exists():
+        fields = {f.name for f in dataclasses.fields(Row)}
+        for item in json.loads(previous.read_text()):
+            row = Row(**{k: v for k, v in item.items() if k in fields})
+            if row.suite not in suites:
+                kept.append(row)
+    before = re.search(r"^- Date: (.*)$", (ROOT / "BENCHMARKS.md").read_text(), re.M)
+    order = list(SUITES)
+    merged = sorted([*kept, *rows], key=lambda r: order.index(r.suite))
+    earlier = before.group(1) if before else "an earlier run"
+    stamp = f"{when} for {', '.join(suites)}; the other rows from the full run of {earlier}"
+    return merged, stamp
 
 
 if __name__ == "__main__":
