@@ -72,7 +72,7 @@ test: lint check-java kafka-oracle interop-clients
 bench: $(DEV) kafka-oracle
 	$(PY) -m bench
 
-# the serve suite alone, its rows replaced in BENCHMARKS.md (about 40 minutes: both servers
+# the serve suite alone, its rows replaced in BENCHMARKS.md (about 25 minutes: both servers
 # warm, long runs, two rounds each)
 bench-serve: $(DEV) kafka-oracle
 	$(PY) -m bench serve --merge
