@@ -349,3 +349,34 @@ def _describe(admin: AdminClient, resource: ConfigResource) -> dict[str, tuple[o
                sorted((s.name, s.value, int(s.source)) for s in e.synonyms.values()))
         for name, e in admin.describe_configs([resource])[resource].result(30).items()
     }  # fmt: skip
+
+
+def test_kafka_configs_describes_a_group_as_kafka_4_does(tmp_path: Path) -> None:
+    """``kafka-configs --entity-type groups --describe --all`` (DescribeConfigs on a GROUP
+    resource, Kafka 4's group configs) prints the same lines against Kafka 4.3.1 and against
+    ``kafkalog serve``: every group key with its broker default, for a group that exists and
+    for one that does not; an alteration is refused, as kafkalog keeps no per-group value."""
+    from kafka_oracle import KAFKA_VERSIONS
+
+    version = KAFKA_VERSIONS[-1]
+    describe = ("--entity-type", "groups", "--describe", "--all", "--entity-name")
+    broker = KafkaBroker(version, tmp_path / "broker", {})
+    with broker:
+        kafka = [broker.tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                             *describe, group) for group in ("nobody", "g")]  # fmt: skip
+    with LogManager(tmp_path / "data") as manager:
+        manager.create_topic("t", 1)
+    with serve(tmp_path / "data") as server:
+        consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "g"})
+        consumer.commit(offsets=[TopicPartition("t", 0, 1)], asynchronous=False)
+        consumer.close()
+        ours = [broker.tool("kafka.admin.ConfigCommand", "--bootstrap-server",
+                            server.bootstrap_servers, *describe, group)
+                for group in ("nobody", "g")]  # fmt: skip
+        alter = ("--entity-type", "groups", "--entity-name", "g", "--alter", "--add-config",
+                 "consumer.session.timeout.ms=50000")  # fmt: skip
+        with pytest.raises(AssertionError, match="alters topic configs only"):
+            broker.tool("kafka.admin.ConfigCommand", "--bootstrap-server",
+                        server.bootstrap_servers, *alter)  # fmt: skip
+    assert len(kafka[0].splitlines()) == 18  # the heading and 17 keys
+    assert ours == kafka

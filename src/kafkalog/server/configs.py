@@ -12,11 +12,13 @@ form) is persisted and applied to the open logs before the answer (``LogManager`
 
 A broker resource is described by the broker keys that set topic defaults (``log.retention.ms``
 ...), with Kafka's sources; they come from ``server.properties`` and, read only, from a Kafka
-broker's run-time configs.
+broker's run-time configs. A group resource is described as a Kafka 4 broker describes any
+group: every group key (``coordinator/group_config.py``) with its broker default.
 
 Refuses: broker resources other than this broker, with Kafka's INVALID_REQUEST, and resource
-types it does not keep (groups, client metrics), with INVALID_REQUEST too; altering broker
-configs at run time; describing broker keys that set no topic default (threads, listeners).
+types it does not keep (client metrics), with INVALID_REQUEST too; altering broker or group
+configs at run time (no per-group value is kept); describing broker keys that set no topic
+default (threads, listeners).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.config_def import ConfigKey, Type
+from kafkalog.coordinator.group_config import GROUP_CONFIG, group_config_default
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import REMOVED_IN_KAFKA_4, TOPIC_CONFIG
 from kafkalog.manager.config_ops import AlterConfigOp, AlterConfigOpType
 from kafkalog.manager.config_sources import (
     BROKER_TOPIC_DEFAULTS,
+    DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     TOPIC_KEY_OF,
     Synonym,
@@ -45,7 +49,7 @@ from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
 # Kafka's DescribeConfigsResponse.ConfigType
 _CONFIG_TYPES = {
     Type.BOOLEAN: 1,
@@ -72,11 +76,13 @@ def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
                 str(ctx.settings.node_id),
             ):
                 configs = _broker_configs(ctx, mod, resource, body)
+            elif resource.resource_type == GROUP_RESOURCE:
+                configs = _group_configs(ctx, mod, resource, body)
             else:
                 code = ErrorCode.invalid_request
                 message = (
-                    f"kafkalog describes topics and broker {ctx.settings.node_id} only, not "
-                    f"resource type {resource.resource_type} {resource.resource_name!r}"
+                    f"kafkalog describes topics, groups and broker {ctx.settings.node_id} only, "
+                    f"not resource type {resource.resource_type} {resource.resource_name!r}"
                 )
         except KafkaLogError as err:
             code, message = error_code(err), str(err)
@@ -132,6 +138,20 @@ def _broker_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> t
         value = synonyms[0][1] if synonyms else None
         read_only = name not in DYNAMIC_TOPIC_DEFAULTS
         out.append(_entry(mod, body, name, value, synonyms, read_only, key))
+    return tuple(out)
+
+
+def _group_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> tuple[Any, ...]:
+    """Every group key with the broker's default for it, as Kafka describes any group, one
+    it knows or not (kafkalog keeps no per-group value: the classic protocol reads none)."""
+    wanted = resource.configuration_keys
+    out = []
+    for name, (_, key) in sorted(GROUP_CONFIG.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        broker, value = group_config_default(name, ctx.broker_properties)
+        synonyms: list[Synonym] = [(broker, value, DEFAULT_CONFIG)]
+        out.append(_entry(mod, body, name, value, synonyms, False, key))
     return tuple(out)
 
 
