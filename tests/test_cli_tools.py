@@ -194,6 +194,8 @@ def test_topics_internal_topics_ids_and_partition_reports(data: str, tmp_path: P
     ]
     at_min = lines("--describe", "--at-min-isr-partitions", "--topic", "clicks.*")
     assert len(at_min) == 3 and all(line.startswith("\tTopic: clicks") for line in at_min)
+    # Kafka 4.3.1's fields after Isr, as its kafka-topics prints them for one node
+    assert all("\tIsr: 1\tElr: \tLastKnownElr: \tLogStartOffset: " in line for line in at_min)
     topic_id = lines("--describe", "--topic", "users")[0].split("\t")[1].split(": ")[1]
     by_id = lines("--describe", "--topic-id", topic_id)
     assert by_id[0].startswith("Topic: users\t") and len(by_id) == 2

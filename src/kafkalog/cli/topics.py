@@ -201,6 +201,7 @@ def _describe_partitions(topic: str, partitions: dict[int, Path], node: int) -> 
         segments = view.segments()
         click.echo(
             f"\tTopic: {topic}\tPartition: {p}\tLeader: {node}\tReplicas: {node}\tIsr: {node}\t"
+            "Elr: \tLastKnownElr: \t"  # Kafka 4: no eligible leader replicas on one node
             f"LogStartOffset: {view.log_start_offset()}\tLogEndOffset: {view.log_end_offset()}\t"
             f"Size: {sum(s.size for s in segments)}\tSegments: {len(segments)}\t"
             f"LogDir: {path.parent}"
