@@ -20,7 +20,7 @@ import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
-from kafkalog.cli.topics import node_id
+from kafkalog.cli.topics import node_id, topic_regex
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidConfigError,
@@ -242,20 +242,13 @@ _RULE = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 PartitionRule = tuple[re.Pattern[str], Callable[[int], bool]]
 
 
-def _regex(pattern: str, flag: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise InvalidConfigError(flag, f"{pattern!r} is not a regular expression: {err}") from None
-
-
 def _partition_rule(spec: str) -> PartitionRule:
     """One --topic-partitions rule, read as Kafka's GetOffsetShell.parseRuleSpec reads it."""
     found = _RULE.fullmatch(spec)
     if found is None:
         raise InvalidArgumentError(f"Invalid rule specification: {spec}")
     topic, one, low, high = (g or None for g in found.groups())
-    regex = _regex(topic or ".*", "--topic-partitions")
+    regex = topic_regex(topic or ".*", "--topic-partitions")
     if one is not None:
         return regex, lambda p: p == int(one)
     lo, hi = int(low or 0), int(high) if high else 2**31 - 1
@@ -271,7 +264,7 @@ def _topic_and_partitions_rule(topic: str | None, partitions: str | None) -> Par
             raise InvalidArgumentError(
                 f"--partitions {partitions!r}: comma-separated numbers"
             ) from None
-    return _regex(topic or ".*", "--topic"), lambda p: not wanted or p in wanted
+    return topic_regex(topic or ".*"), lambda p: not wanted or p in wanted
 
 
 @click.command("delete-records")

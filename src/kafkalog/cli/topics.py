@@ -38,16 +38,19 @@ def node_id(log_dirs: list[Path]) -> int:
     return 1 if found is None else found
 
 
+def topic_regex(pattern: str, flag: str = "--topic") -> re.Pattern[str]:
+    """A topic pattern as Kafka's tools take it; a bad one is a one-line error naming ``flag``."""
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise InvalidConfigError(flag, f"{pattern!r} is not a regular expression: {err}") from None
+
+
 def matching(names: list[str], pattern: str | None, *, if_exists: bool) -> list[str]:
     """Topics whose name the regular expression matches whole (all without ``--topic``)."""
     if pattern is None:
         return names
-    try:
-        regex = re.compile(pattern)
-    except re.error as err:
-        raise InvalidConfigError(
-            "--topic", f"{pattern!r} is not a regular expression: {err}"
-        ) from None
+    regex = topic_regex(pattern)
     found = [n for n in names if regex.fullmatch(n)]
     if not found and not if_exists:
         raise UnknownTopicOrPartitionError(f"Topic '{pattern}' does not exist as expected")
