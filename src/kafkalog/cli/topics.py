@@ -200,7 +200,7 @@ def _describe_topic(overrides: dict[str, str], topic: str, partitions: dict[int,
 def _describe_partitions(topic: str, partitions: dict[int, Path], node: int) -> None:
     """kafka-topics' partition lines, with kafkalog's offsets and sizes after them."""
     for p, path in sorted(partitions.items()):
-        view = PartitionView(path)
+        view = PartitionView(path, frozen=True)  # one listing for the line's four answers
         segments = view.segments()
         click.echo(
             f"\tTopic: {topic}\tPartition: {p}\tLeader: {node}\tReplicas: {node}\tIsr: {node}\t"
