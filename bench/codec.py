@@ -27,9 +27,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
 from bench.harness import Row, interleaved
 from kafkalog import CompressionType, MemoryRecords, Record
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD
+from kafkalog.records.codec import record_codec, use_fast_path
 from kafkalog.records.compression import decompressed
-from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.records.v2_layout import RECORD_BATCH_OVERHEAD
 
 N = 1000
 TS = 1_700_000_000_000
@@ -190,7 +190,7 @@ def _row(op: str, w: Workload, ours: Callable[[], object], aio: Callable[[], obj
 def reference_rows() -> list[Row]:
     """The pure-Python reference codec (KAFKALOG_PURE_PYTHON=1) against kafka-python's."""
     w = Workload(100, CompressionType.NONE, False)
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(False)
     try:
         rows = []

@@ -49,7 +49,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def record_codec(request: pytest.FixtureRequest) -> Iterator[str]:
     """Select the record codec for the tests, and for the processes they start (crash children,
     Spark's Python workers) through KAFKALOG_PURE_PYTHON."""
-    from kafkalog.records.fastpath import compiled_codec, use_fast_path
+    from kafkalog.records.codec import compiled_codec, use_fast_path
 
     name: str = getattr(request, "param", CODECS[0])
     if name == "compiled" and compiled_codec() is None:

@@ -29,7 +29,8 @@ from kafkalog import (
     UnsupportedCompressionTypeError,
 )
 from kafkalog.records import compression as c
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
+from kafkalog.records.batch import rewrite_crc
+from kafkalog.records.v2_layout import RECORD_BATCH_OVERHEAD
 
 DATA = b"kafka log storage " * 5000  # 90 KB: several snappy blocks, two LZ4 blocks
 

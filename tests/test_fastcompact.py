@@ -20,9 +20,10 @@ from kafkalog.cleaner import CleanerConfig, LogCleaner
 from kafkalog.cleaner._keymap import KeyOffsetMap
 from kafkalog.cleaner.keymap import filter_records, filter_region, map_region
 from kafkalog.cleaner.offset_map import DigestOffsetMap, ExactOffsetMap, new_offset_map
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, RecordBatch, rewrite_crc
-from kafkalog.records.fastpath import fast_codec, use_fast_path
+from kafkalog.records.batch import RecordBatch, rewrite_crc
+from kafkalog.records.codec import record_codec, use_fast_path
 from kafkalog.records.filter import BatchRetention, BatchRetentionResult, filter_buffer
+from kafkalog.records.v2_layout import RECORD_BATCH_OVERHEAD
 from kafkalog.types import CompressionType, TimestampType, TopicPartition
 from test_fastpath import COMPILED, both
 
@@ -178,7 +179,7 @@ def test_damaged_records_stop_both_cleaners_alike(
 
 @needs_compiled
 def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(True)
     try:
         m = new_offset_map(24 * 4)  # Kafka's slots: 4, usable at 0.9: 3 keys
@@ -199,7 +200,7 @@ def test_the_compiled_map_keeps_kafkas_capacity_and_exact_keys() -> None:
 
 
 def test_the_reference_codec_gets_kafkas_digest_map() -> None:
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(False)
     try:
         m = new_offset_map(24 * 4)
@@ -220,7 +221,7 @@ def test_the_key_scans_notes_stay_within_their_budget_batch_notes_included() -> 
         for i in range(300)
     )
     budget = 2000
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(True)
     try:
         compiled = compiled_offset_map(1000, budget)
@@ -353,7 +354,7 @@ def test_the_key_scan_leaves_a_next_offset_beyond_int64_to_the_scanner(base: int
     )
     struct.pack_into(">q", bad, 0, base)
     data = good + bytes(bad)
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(True)
     try:
         compiled = compiled_offset_map(1000, 1 << 16)

@@ -26,11 +26,12 @@ from kafkalog import (
     MemoryRecords,
     Record,
 )
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, rewrite_crc
+from kafkalog.records.batch import rewrite_crc
+from kafkalog.records.codec import compiled_codec, record_codec, use_fast_path
 from kafkalog.records.columnar import RecordColumns
-from kafkalog.records.fastpath import compiled_codec, fast_codec, use_fast_path
 from kafkalog.records.record import decode_records
 from kafkalog.records.scanner import search_offset
+from kafkalog.records.v2_layout import RECORD_BATCH_OVERHEAD
 from kafkalog.testing.strategies import records as record_lists
 
 COMPILED = compiled_codec() is not None
@@ -46,7 +47,7 @@ def test_the_extension_is_built_when_required() -> None:
 def both(fn: Callable[[], Any]) -> tuple[Any, Any]:
     """fn() under the reference, then under the compiled codec; exceptions are returned."""
     out = []
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     try:
         for fast in (False, True):
             use_fast_path(fast)
@@ -139,9 +140,9 @@ def test_damaged_records_fail_alike(
 def test_arbitrary_record_bytes_fail_alike(region: bytes, count: int) -> None:
     """Raw bytes straight into both record loops: the reference's list of Records against the
     compiled builder's rows."""
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     use_fast_path(True)
-    fast = fast_codec()
+    fast = record_codec().module
     use_fast_path(before)
     assert fast is not None
     builder = fast.ColumnBuilder(True, 1)
@@ -376,7 +377,7 @@ def test_each_codec_instance_raises_its_own_corrupt_records() -> None:
     with pytest.raises(second.CorruptRecords) as raised:
         second.ColumnBuilder().add(damaged, 1, 0, 0, False, 0, 0, 0, 1)
     assert raised.value.args == ("record declares an invalid length", 0)
-    loaded = fast_codec()
+    loaded = record_codec().module
     assert loaded is not None and not isinstance(raised.value, loaded.CorruptRecords)
 
 
@@ -449,7 +450,7 @@ def test_the_offset_search_walks_alike(
 
 @needs_compiled
 def test_the_offset_search_finds_and_refuses_as_kafka_does() -> None:
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     data = _headers([(2, ("at", 0), 4, 60, None), (2, 1, 4, 60, None), (2, 1, 0, 60, None)], b"")
     size = 77
     for fast in (False, True):

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from kafkalog import KafkaLogError, MemoryRecords, Record
 from kafkalog.records import BatchScanner, decode_batch
-from kafkalog.records.batch import CRC_OFFSET, CRC_START
 from kafkalog.records.crc import crc32, crc32c
+from kafkalog.records.v2_layout import CRC_OFFSET, CRC_START
 from kafkalog.testing.strategies import codecs_for, records
 
 

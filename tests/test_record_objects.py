@@ -30,7 +30,7 @@ from kafkalog import (
 )
 from kafkalog.records.batch import rewrite_crc
 from kafkalog.records.builder import RecordBatchBuilder
-from kafkalog.records.fastpath import compiled_codec
+from kafkalog.records.codec import compiled_codec
 from kafkalog.records.legacy import LegacyRecord
 from kafkalog.records.record import ReferenceRecord, decode_records
 from kafkalog.testing.strategies import records as record_lists

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kafkalog import CorruptRecordError, MemoryRecords, Record
 from kafkalog.records import BatchScanner, ScanStop, next_batch_size
 from kafkalog.records.batch import rewrite_crc
-from kafkalog.records.fastpath import compiled_codec, fast_codec, use_fast_path
+from kafkalog.records.codec import compiled_codec, record_codec, use_fast_path
 
 
 def batches(n: int, magic: int = 2) -> list[bytes]:
@@ -102,8 +102,8 @@ def test_deep_scan_stops_at_malformed_records() -> None:
     good = batches(1)[0]
     bad = bytearray(MemoryRecords.build([Record(b"abc")], base_offset=1).buffer)
     bad[57:61] = (2).to_bytes(4, "big")  # declares two records, holds one
-    from kafkalog.records.batch import CRC_OFFSET, CRC_START
     from kafkalog.records.crc import crc32c
+    from kafkalog.records.v2_layout import CRC_OFFSET, CRC_START
 
     struct.pack_into(">I", bad, CRC_OFFSET, crc32c(bytes(bad[CRC_START:])))
     data = good + bytes(bad)
@@ -158,7 +158,7 @@ needs_compiled = pytest.mark.skipif(
 
 def _both(fn: Any) -> tuple[object, object]:
     """fn() under the reference, then with the compiled walk."""
-    before = fast_codec() is not None
+    before = record_codec().module is not None
     try:
         use_fast_path(False)
         reference = fn()

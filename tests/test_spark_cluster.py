@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from kafkalog import LogManager, Record
-from kafkalog.records import fastpath
+from kafkalog.records import codec
 from kafkalog.spark import executor_codec
 
 pytestmark = pytest.mark.one_codec  # executors choose their codec as the driver does
@@ -88,7 +88,7 @@ DRIVER = textwrap.dedent(
     df = spark.read.format("kafkalog").option("path", data).option("subscribe", "t").load()
     print("count", df.count())
     compiled = df.rdd.mapPartitions(lambda rows: [__import__(
-        "kafkalog.records.fastpath", fromlist=["fastpath"]).compiled_codec() is not None]).collect()
+        "kafkalog.records.codec", fromlist=["codec"]).compiled_codec() is not None]).collect()
     print("compiled", all(compiled))
     (df.selectExpr("key", "value").write.format("kafkalog").option("path", data)
        .option("topic", "copy").mode("append").save())
@@ -122,8 +122,8 @@ def test_a_standalone_cluster_reads_and_writes_with_the_compiled_codec(
 def test_an_executor_without_the_compiled_codec_says_so_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(fastpath, "_COMPILED", None)
-    monkeypatch.setattr(fastpath, "_load_error", ["No module named 'kafkalog.records._fastcodec'"])
+    monkeypatch.setattr(codec, "_COMPILED", None)
+    monkeypatch.setattr(codec, "_load_error", ["No module named 'kafkalog.records._fastcodec'"])
     monkeypatch.setattr(executor_codec, "_checked", [])
     monkeypatch.delenv("KAFKALOG_PURE_PYTHON", raising=False)
     monkeypatch.setattr(

@@ -83,6 +83,7 @@ def test_a_batch_caught_half_copied_in_a_preallocated_segment_is_read_again(
     """A writer's pwrite into the preallocated tail lands while a lock-free reader reads it:
     the reader waits for the copy instead of calling it damage (it did, in a CI run of
     test_lock_free_readers_beside_a_writer_process)."""
+    import threading
     import time
 
     from kafkalog.log import view as view_module
@@ -90,8 +91,12 @@ def test_a_batch_caught_half_copied_in_a_preallocated_segment_is_read_again(
     path = tmp_path / "t-0"
     segment, start, third = _half_copied_batch_in_a_preallocated_segment(path)
     waits: list[float] = []
+    reader = threading.current_thread()
 
     def copy_lands_meanwhile(seconds: float) -> None:  # the writer finishes its copy
+        if threading.current_thread() is not reader:  # time.sleep is global: other threads
+            real_sleep(seconds)  # (a background worker left by an earlier test) pass through
+            return
         waits.append(seconds)
         with open(segment, "r+b") as f:
             os.pwrite(f.fileno(), third, start)

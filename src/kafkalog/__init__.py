@@ -141,6 +141,6 @@ def __getattr__(name: str) -> object:
 
 
 if _os.environ.get("KAFKALOG_PURE_PYTHON", "") not in ("", "0"):
-    from kafkalog.records.fastpath import use_fast_path
+    from kafkalog.records.codec import use_fast_path
 
     use_fast_path(False)  # the reference codec everywhere (the test suite's second run)

@@ -17,10 +17,11 @@ import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkalog.errors import InvalidRecordError
-from kafkalog.records.batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from kafkalog.records.batch import RecordBatch
+from kafkalog.records.codec import batch_error, compiled_codec, record_codec
 from kafkalog.records.crc import crc32c
-from kafkalog.records.fastpath import batch_error, compiled_codec, fast_codec
 from kafkalog.records.filter import RetainedRecords
+from kafkalog.records.v2_layout import TIMESTAMP_TYPE_MASK
 
 if TYPE_CHECKING:
     from kafkalog.cleaner._keymap import KeyOffsetMap
@@ -38,7 +39,7 @@ except ImportError as err:  # not built: the cleaner's Python map serves
 def compiled_offset_map(limit: int, log_limit: int = 0) -> KeyOffsetMap | None:
     """A compiled key -> latest offset map holding at most ``limit`` keys, whose key scan keeps
     up to ``log_limit`` bytes of notes for the recopy; None when the reference is in use."""
-    if _COMPILED_MAP is None or fast_codec() is None:
+    if _COMPILED_MAP is None or record_codec().module is None:
         return None
     return _COMPILED_MAP(limit, log_limit)
 
@@ -51,7 +52,7 @@ def _timestamps(batch: RecordBatch) -> tuple[int, bool, int]:
 def map_batch(offset_map: KeyOffsetMap, batch: RecordBatch, start: int) -> tuple[int, bool]:
     """Put the keys of ``batch``'s records at or above ``start``; (records read, map full).
     Damage raises CorruptRecordError as ``batch.records()`` would, before any key is put."""
-    fast = fast_codec()
+    fast = compiled_codec()  # the map is compiled, so the extension was built
     assert fast is not None
     h = batch.header
     try:
@@ -69,7 +70,7 @@ def filter_records(
 ) -> RetainedRecords:
     """The cleaner's per-record rule over ``batch`` (kafkalog.cleaner.policy.retain_record);
     kept records come back re-encoded as the reference rebuild writes them."""
-    fast = fast_codec()
+    fast = compiled_codec()  # the map is compiled, so the extension was built
     assert fast is not None
     h = batch.header
     horizon = h.delete_horizon_ms

@@ -22,8 +22,8 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.records import AnyBatch, BatchScanner, RecordBatch, RecordBatchBuilder
 from kafkalog.records.batch import set_last_offset, set_max_timestamp, set_partition_leader_epoch
-from kafkalog.records.fastpath import RecordStats, record_stats
-from kafkalog.records.record import Record, RecordFacts, record_loops
+from kafkalog.records.codec import RecordStats, record_codec
+from kafkalog.records.record import Record, RecordFacts
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 
@@ -205,9 +205,9 @@ def check_record_values(
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     check_ts = config.message_timestamp_type is TimestampType.CREATE_TIME
     compact = config.compact
-    if facts is None and record_loops.facts:
-        facts = record_loops.facts(records)
-    if facts is not None:  # the compiled loop's summary says whether any record fails
+    if facts is None:
+        facts = record_codec().record_facts(records)
+    if facts is not None:  # the codec's summary says whether any record fails
         null_keys, low, high = facts
         late = check_ts and low is not None and now - low > before
         early = check_ts and high is not None and high - now > after
@@ -271,7 +271,7 @@ def assign_offsets(
             raise InvalidRecordError("idempotent or transactional data needs magic 2")
     first = batches[0]
     if magic == 2 and source is target and isinstance(first, RecordBatch):
-        stats = record_stats(first)  # the compiled loop, when built: no Record objects
+        stats = record_codec().record_stats(first)  # None: decode the records below
         if stats is not None and _stats_pass(stats, first, config, now, origin):
             max_ts = NO_TIMESTAMP if stats.max_timestamp_all is None else stats.max_timestamp_all
             if source is CompressionType.NONE or stats.sequential:

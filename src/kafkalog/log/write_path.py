@@ -48,7 +48,8 @@ from kafkalog.log.validator import (
 )
 from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
-from kafkalog.records.record import RecordFacts, record_loops
+from kafkalog.records.codec import record_codec
+from kafkalog.records.record import RecordFacts
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.types import (
     INT16_MAX,
@@ -83,7 +84,7 @@ def _records_argument(records: Iterable[Record]) -> tuple[list[Record], RecordFa
         ) from None
     if not recs:
         raise InvalidRecordError("append needs at least one record")
-    facts = record_loops.facts(recs) if record_loops.facts else None
+    facts = record_codec().record_facts(recs)
     if facts is None:  # else every item is an exact Record: the compiled loop checked each type
         for rec in recs:
             if not isinstance(rec, Record):

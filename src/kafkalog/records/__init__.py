@@ -4,13 +4,7 @@ Bytes or memoryviews in, values out: varints, CRCs, codecs, v2 batches and recor
 messages, control records, a builder and the one batch scanner. No file, clock or logging here.
 """
 
-from kafkalog.records.batch import (
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    RecordBatch,
-    RecordBatchHeader,
-    decode_header,
-)
+from kafkalog.records.batch import RecordBatch, RecordBatchHeader, decode_header
 from kafkalog.records.builder import (
     RecordBatchBuilder,
     build_empty_batch,
@@ -38,6 +32,7 @@ from kafkalog.records.scanner import (
     next_batch_size,
     scan,
 )
+from kafkalog.records.v2_layout import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = [
     "AbortedTransaction",

@@ -1,4 +1,4 @@
-# The compiled record codec in _fastcodec.c (see kafkalog.records.fastpath, which chooses it,
+# The compiled record codec in _fastcodec.c (see kafkalog.records.codec, which chooses it,
 # and kafkalog.records.columnar / columnar_encode, which turn its tuples into Arrow arrays).
 from collections.abc import Callable, Sequence
 from typing import TypeVar

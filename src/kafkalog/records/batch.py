@@ -15,70 +15,38 @@ from typing import NamedTuple
 
 from kafkalog.errors import CorruptRecordError, InvalidRecordError
 from kafkalog.records import compression
+from kafkalog.records.codec import record_codec
 from kafkalog.records.crc import crc32c
-from kafkalog.records.record import Record, decode_records, record_loops
+from kafkalog.records.record import Record
+from kafkalog.records.v2_layout import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    CRC_START,
+    DELETE_HORIZON_MASK,
+    HEADER_STRUCT,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    V2_HEADER_FIELDS,
+)
 from kafkalog.types import INT32_MAX, CompressionType, TimestampType
 
 Buffer = bytes | bytearray | memoryview
-
-# --- the wire schema -----------------------------------------------------------------------------
-
-V2_HEADER_FIELDS: tuple[tuple[str, str], ...] = (
-    ("base_offset", "q"),
-    ("batch_length", "i"),
-    ("partition_leader_epoch", "i"),
-    ("magic", "b"),
-    ("crc", "I"),
-    ("attributes", "h"),
-    ("last_offset_delta", "i"),
-    ("base_timestamp", "q"),
-    ("max_timestamp", "q"),
-    ("producer_id", "q"),
-    ("producer_epoch", "h"),
-    ("base_sequence", "i"),
-    ("records_count", "i"),
-)
-
-HEADER_STRUCT = struct.Struct(">" + "".join(code for _, code in V2_HEADER_FIELDS))
-
-
-def _ladder() -> dict[str, int]:
-    offsets, at = {}, 0
-    for name, code in V2_HEADER_FIELDS:
-        offsets[name] = at
-        at += struct.calcsize(">" + code)
-    return offsets
-
-
-FIELD_OFFSETS = _ladder()
-BASE_OFFSET_OFFSET = FIELD_OFFSETS["base_offset"]
-BATCH_LENGTH_OFFSET = FIELD_OFFSETS["batch_length"]
-PARTITION_LEADER_EPOCH_OFFSET = FIELD_OFFSETS["partition_leader_epoch"]
-MAGIC_OFFSET = FIELD_OFFSETS["magic"]
-CRC_OFFSET = FIELD_OFFSETS["crc"]
-ATTRIBUTES_OFFSET = FIELD_OFFSETS["attributes"]
-LAST_OFFSET_DELTA_OFFSET = FIELD_OFFSETS["last_offset_delta"]
-MAX_TIMESTAMP_OFFSET = FIELD_OFFSETS["max_timestamp"]
-PRODUCER_ID_OFFSET = FIELD_OFFSETS["producer_id"]
-RECORDS_COUNT_OFFSET = FIELD_OFFSETS["records_count"]
-RECORD_BATCH_OVERHEAD = HEADER_STRUCT.size  # 61
-LOG_OVERHEAD = BATCH_LENGTH_OFFSET + 4  # 12: offset + size, common to every magic
-CRC_START = ATTRIBUTES_OFFSET  # the CRC covers attributes .. end of batch
-MAGIC = 2
-
-# attribute bits
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-
-assert RECORD_BATCH_OVERHEAD == 61 and CRC_START == 21 and RECORDS_COUNT_OFFSET == 57
 
 
 def make_attributes(
@@ -381,19 +349,14 @@ class RecordBatch:
             try:
                 lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
                 fields = (header.records_count, header.base_offset, header.base_timestamp, lat)
-                compiled = record_loops.decode
-                if compiled is not None and not header.attributes & COMPRESSION_MASK:
-                    self._records = compiled(payload, *fields)  # no codec: no context a batch
+                codec = record_codec()
+                if not header.attributes & COMPRESSION_MASK:
+                    self._records = codec.decode_records(payload, *fields)
                     return self._records
                 with compression.decompressed(header.compression, payload) as data:
-                    if compiled is not None:  # reads the view as it is; copies what it keeps
-                        self._records = compiled(data, *fields)
-                    else:  # the reference slices bytes
-                        self._records = decode_records(bytes(data), *fields)
+                    self._records = codec.decode_records(data, *fields)
             except CorruptRecordError as err:
                 raise self.records_error(err.reason) from err
-            except record_loops.corrupt as err:  # the compiled loop's words, framed alike
-                raise self.records_error(err.args[0]) from None
         return self._records
 
     def __iter__(self) -> Iterator[Record]:

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 
 from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records import compression as codecs
-from kafkalog.records.batch import (
+from kafkalog.records.batch import make_attributes
+from kafkalog.records.codec import record_codec
+from kafkalog.records.control import encode_control_key, encode_end_txn_value
+from kafkalog.records.crc import crc32c
+from kafkalog.records.record import Header, Record, encode_record
+from kafkalog.records.v2_layout import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     CRC_START,
@@ -21,11 +26,7 @@ from kafkalog.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
-    make_attributes,
 )
-from kafkalog.records.control import encode_control_key, encode_end_txn_value
-from kafkalog.records.crc import crc32c
-from kafkalog.records.record import Header, Record, encode_record, record_loops
 from kafkalog.types import (
     INT32_MAX,
     NO_TIMESTAMP,
@@ -151,10 +152,9 @@ class RecordBatchBuilder:
     ) -> None:
         """Append each record as ``append`` would: at its own offset when ``keep_offsets`` and it
         has one (>= 0), else the next; a ``None`` timestamp written as ``null_timestamp``. A list
-        or tuple of plain records runs through the compiled loop when it is in use."""
-        encode = record_loops.encode
-        if encode is not None and type(records) in (list, tuple):
-            done = encode(
+        or tuple of plain records goes to the codec in one call, when it encodes them so."""
+        if type(records) in (list, tuple):
+            done = record_codec().encode_records(
                 records,
                 self.base_offset,
                 self._last_offset_delta,

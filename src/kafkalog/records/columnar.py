@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.records.batch import RecordBatch
-from kafkalog.records.fastpath import add_batch, fast_codec
+from kafkalog.records.codec import add_batch, record_codec
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.types import INT64_MAX, INT64_MIN, NO_TIMESTAMP
 
@@ -50,7 +50,7 @@ class RecordColumns:
         self.unit = timestamp_unit
         self._scale = 1000 if timestamp_unit == "us" else 1
         self._chunks: list[list[pa.Array]] = []
-        fast = fast_codec()
+        fast = record_codec().module
         self._fast_module = fast
         self._fast = (
             fast.ColumnBuilder(with_headers, self._scale, False, values)

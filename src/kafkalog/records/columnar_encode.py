@@ -17,12 +17,13 @@ import pyarrow.compute as pc
 
 from kafkalog.errors import InvalidArgumentError, InvalidRecordError
 from kafkalog.records import compression as codecs
-from kafkalog.records.batch import MAGIC, make_attributes
+from kafkalog.records.batch import make_attributes
 from kafkalog.records.builder import frame_batch
+from kafkalog.records.codec import CompiledCodec, record_codec
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE
-from kafkalog.records.fastpath import CompiledCodec, fast_codec
 from kafkalog.records.partitioner import partition_for_key
 from kafkalog.records.record import encode_record
+from kafkalog.records.v2_layout import MAGIC
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 DEFAULT_BATCH_SIZE = 1 << 20
@@ -76,7 +77,7 @@ def encode_batches(
     if batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be >= 1, not {batch_size}")
     n = len(columns["value"])
-    fast = fast_codec()
+    fast = record_codec().module
     if fast is not None:
         regions = _regions_fast(fast, columns, n, batch_size)
     else:
@@ -197,7 +198,7 @@ def partitions_for_keys(keys: pa.Array, partitions: int) -> pa.Array:
     if partitions < 1:
         raise InvalidArgumentError(f"a topic needs at least one partition, not {partitions}")
     keys = keys.cast(pa.binary())
-    fast = fast_codec()
+    fast = record_codec().module
     if fast is None:
         return pa.array(
             [None if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],

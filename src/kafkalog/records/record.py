@@ -3,8 +3,8 @@
 Why: a record inside a v2 batch is seven zig-zag varints around a key, a value and headers; this
 is the per-record hot loop of every read and every build, so the one-byte varint case is inlined
 here rather than called. The ``Record`` class defined here is the reference; when ``_fastcodec``
-is built, ``Record`` names its C type instead (same fields, these methods), and ``record_loops``
-holds the compiled loops between bytes and Records that ``batch`` and ``builder`` run. Refuses:
+is built, ``Record`` names its C type instead (same fields, these methods), and
+``kafkalog.records.codec`` runs its compiled loops between bytes and Records. Refuses:
 batch framing (see ``batch``), any I/O, and silent acceptance of a record whose declared length
 disagrees with its content.
 """
@@ -12,8 +12,8 @@ disagrees with its content.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records.varint import (
@@ -23,7 +23,7 @@ from kafkalog.records.varint import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
+    pass
 
 Header = tuple[str, bytes | None]
 
@@ -109,7 +109,7 @@ def _compiled_record() -> type[Record] | None:
     """
     try:
         module = importlib.import_module("kafkalog.records._fastcodec")
-    except ImportError:  # kafkalog.records.fastpath says so, once
+    except ImportError:  # kafkalog.records.codec says so, once
         return None
     compiled: type[Record] = module.Record
     for name in ("__repr__", "__eq__", "__reduce__"):
@@ -118,61 +118,10 @@ def _compiled_record() -> type[Record] | None:
     return compiled
 
 
-class _NeverRaised(Exception):
-    pass
-
-
-class RecordLoops:
-    """The compiled loops between v2 bytes and Record objects, when in use (else None).
-
-    ``kafkalog.records.fastpath`` sets them at import and on ``use_fast_path``; ``batch`` and
-    ``builder`` read them per batch, so switching takes effect at once.
-    """
-
-    __slots__ = ("corrupt", "decode", "encode", "facts")
-
-    def __init__(self) -> None:
-        self.decode: Callable[[Buffer, int, int, int, int | None], list[Record]] | None = None
-        self.encode: Callable[..., EncodedRecords | None] | None = None  # see CompiledRecordLoops
-        self.facts: Callable[[Sequence[Record]], RecordFacts | None] | None = None
-        self.corrupt: type[Exception] = _NeverRaised  # the compiled loop's CorruptRecords
-
-    def use(self, compiled: CompiledRecordLoops | None) -> None:
-        """Run the compiled loops of ``compiled`` from now on, or the reference's (None)."""
-        self.decode = compiled.decode_records if compiled else None
-        self.encode = compiled.encode_records if compiled else None
-        self.facts = compiled.record_facts if compiled else None
-        self.corrupt = compiled.CorruptRecords if compiled else _NeverRaised
-
-
-class CompiledRecordLoops(Protocol):
-    """What ``RecordLoops.use`` takes from ``_fastcodec`` (its ``.pyi`` documents each)."""
-
-    @property
-    def CorruptRecords(self) -> type[Exception]: ...  # noqa: N802 - the C type's name
-    def decode_records(
-        self, data: Buffer, count: int, base_offset: int, base_timestamp: int, lat: int | None, /
-    ) -> list[Record]: ...
-    def encode_records(
-        self,
-        records: Sequence[Record],
-        base_offset: int,
-        last_offset_delta: int,
-        base_timestamp: int | None,
-        max_timestamp: int,
-        null_timestamp: int,
-        keep_offsets: bool,
-        /,
-    ) -> EncodedRecords | None: ...
-    def record_facts(self, records: Sequence[Record], /) -> RecordFacts | None: ...
-
-
 # (records region, count, base timestamp, max timestamp, last offset delta)
 EncodedRecords = tuple[bytes, int, int | None, int, int]
 # (records with a null key, least and greatest timestamp given: not None, not -1)
 RecordFacts = tuple[int, int | None, int | None]
-record_loops = RecordLoops()
-
 _COMPILED_RECORD = _compiled_record()
 _RECORD_TYPES: tuple[type[Record], ...] = (Record,)
 if _COMPILED_RECORD is not None:

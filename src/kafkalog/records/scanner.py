@@ -15,31 +15,30 @@ import struct
 from collections.abc import Iterator
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
-from kafkalog.records.batch import (
+from kafkalog.records.batch import RecordBatch, RecordBatchHeader
+from kafkalog.records.codec import (
+    BATCH_PREFIX,
+    HEADER_SIZE_UP_TO_MAGIC,
+    MIN_ENTRY_SIZE,
+    batch_extent,
+    record_codec,
+)
+from kafkalog.records.crc import crc32c
+from kafkalog.records.legacy import LegacyRecordBatch
+from kafkalog.records.v2_layout import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
     CRC_START,
     HEADER_STRUCT,
-    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    RecordBatch,
-    RecordBatchHeader,
 )
-from kafkalog.records.crc import crc32c
-from kafkalog.records.fastpath import fast_codec
-from kafkalog.records.legacy import MIN_MESSAGE_SIZE, LegacyRecordBatch
 
 Buffer = bytes | bytearray | memoryview
 AnyBatch = RecordBatch | LegacyRecordBatch
 
-# offset int64, size int32, (crc | partition leader epoch) int32, magic int8
-_PREFIX = struct.Struct(">qiib")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
-HEADER_SIZE_UP_TO_MAGIC = _PREFIX.size  # 17
-MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # 14: the smallest legal v0 message
 
 assert MAGIC_OFFSET + 1 == HEADER_SIZE_UP_TO_MAGIC
 
@@ -135,7 +134,7 @@ class BatchScanner:
         view = self._view
         end = self._end
         pos = self._start
-        prefix = _PREFIX.unpack_from
+        prefix = BATCH_PREFIX.unpack_from
         header_unpack = HEADER_STRUCT.unpack_from
         new_tuple = tuple.__new__  # the header's fields, as _make builds them less its checks
         crc = crc32c
@@ -143,11 +142,11 @@ class BatchScanner:
         max_size = self.max_batch_size
         segment_base = self.base_offset
         next_offset = -1 if segment_base is None else segment_base
-        fast = None if self.deep else fast_codec()
-        frame = None if fast is None else fast.frame_v2
+        codec = record_codec()
+        frame = codec.frame_v2 if codec.frames_runs and not self.deep else None
         run_bytes = _FIRST_RUN_BYTES
         while True:
-            # runs of sound v2 batches are framed by the compiled walk, which stops short of
+            # runs of sound v2 batches are framed by the codec in one call, which stops short of
             # anything else (legacy magic, damage, a partial tail) for the steps below to judge
             if (
                 frame is not None
@@ -270,72 +269,13 @@ class BatchScanner:
             yield batch
 
 
-def batch_extent(buffer: Buffer, pos: int, stop: int) -> tuple[int, int] | None:
-    """(size, last offset) of the complete batch at ``pos``, headers only and unverified; None
-    at a partial or malformed batch, where Kafka's file iterator stops. One step of
-    ``iter_positions``, without a generator, for the offset search every fetch makes."""
-    if stop - pos < HEADER_SIZE_UP_TO_MAGIC:
-        return None
-    offset, size, _, magic = _PREFIX.unpack_from(buffer, pos)
-    total = size + LOG_OVERHEAD
-    if size < MIN_ENTRY_SIZE or pos + total > stop or magic > 2 or magic < 0:
-        return None
-    if magic != 2:
-        return total, offset
-    if total < RECORD_BATCH_OVERHEAD:
-        return None
-    return total, offset + _LAST_OFFSET_DELTA.unpack_from(buffer, pos + LAST_OFFSET_DELTA_OFFSET)[0]
-
-
 def search_offset(
     buffer: Buffer, position: int, stop: int, target: int
 ) -> tuple[int, int, int] | None:
     """(position, size, last offset) of the first whole batch from ``position`` whose last
-    offset is >= ``target``, or None where the walk stops first: the search of every fetch
-    (Kafka's ``FileRecords.searchForOffsetWithSize``), headers only, no CRC. A last offset
-    that does not rise above the one before it, or above the found batch's in the batch after
-    it, is damage, not an answer (a flipped bit in a base offset is outside the CRC):
-    CorruptRecordError with its position and offset. The compiled walk when it is in use."""
-    fast = fast_codec()
-    if fast is None:
-        return _search_offset(buffer, position, stop, target)
-    found = fast.search_offset(buffer, position, stop, target)
-    if found is None:
-        return None
-    kind, at, first, second = found
-    if kind == 0:
-        return at, first, second
-    if kind == 1:
-        raise _offsets_out_of_order(at, first, second)
-    return _search_offset(buffer, position, stop, target)  # an offset beyond int64
-
-
-def _search_offset(
-    buffer: Buffer, position: int, stop: int, target: int
-) -> tuple[int, int, int] | None:
-    """The reference walk of ``search_offset``."""
-    position = max(position, 0)
-    previous = -1
-    while (found := batch_extent(buffer, position, stop)) is not None:
-        size, last = found
-        if last <= previous:
-            raise _offsets_out_of_order(position, last, previous)
-        if last >= target:
-            after = batch_extent(buffer, position + size, stop)
-            if after is not None and after[1] <= last:
-                raise _offsets_out_of_order(position + size, after[1], last)
-            return position, size, last
-        previous = last
-        position += size
-    return None
-
-
-def _offsets_out_of_order(position: int, last: int, previous: int) -> CorruptRecordError:
-    return CorruptRecordError(
-        f"batch last offset {last} does not follow the offset {previous} before it",
-        position=position,
-        offset=last,
-    )
+    offset is >= ``target``, or None: the search of every fetch, by the codec in use
+    (``RecordCodec.search_offset`` says what it checks)."""
+    return record_codec().search_offset(buffer, position, stop, target)
 
 
 # enough of a batch's start to tell its size and, for v2, its attributes
@@ -349,7 +289,7 @@ def probe_control(header: Buffer, remaining: int) -> tuple[int, bool] | None:
     (the ``.txnindex`` check), which must not fault in a whole file to find a few markers."""
     if len(header) < HEADER_SIZE_UP_TO_MAGIC:
         return None
-    _, size, _, magic = _PREFIX.unpack_from(header, 0)
+    _, size, _, magic = BATCH_PREFIX.unpack_from(header, 0)
     total = size + LOG_OVERHEAD
     if size < MIN_ENTRY_SIZE or total > remaining or magic > 2 or magic < 0:
         return None

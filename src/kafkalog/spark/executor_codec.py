@@ -15,7 +15,7 @@ import os
 import socket
 
 import kafkalog
-from kafkalog.records.fastpath import compiled_codec, compiled_codec_error
+from kafkalog.records.codec import compiled_codec, compiled_codec_error
 
 logger = logging.getLogger("kafkalog.spark")
 _checked: list[bool] = []

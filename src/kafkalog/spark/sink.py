@@ -43,8 +43,9 @@ from kafkalog.errors import (
 )
 from kafkalog.log.view import discover_partitions
 from kafkalog.manager.log_manager import LogManager
-from kafkalog.records.batch import RECORDS_COUNT_OFFSET, increment_sequence, set_producer
+from kafkalog.records.batch import increment_sequence, set_producer
 from kafkalog.records.scanner import iter_positions
+from kafkalog.records.v2_layout import RECORDS_COUNT_OFFSET
 from kafkalog.spark.options import WriteOptions, parse_write_options
 from kafkalog.spark.schema import SPARK_HEADERS_TYPE
 from kafkalog.spark.staging import (
