@@ -80,6 +80,30 @@ def java(version: str, main: str, *args: str, timeout: float = 180) -> str:
     return proc.stdout
 
 
+# Kafka 4's bin/*.sh scripts -> the class each one runs, for tools that call scripts by name
+SCRIPTS = {
+    "kafka-console-producer.sh": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer.sh": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs.sh": "kafka.admin.ConfigCommand",
+    "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",
+    "kafka-consumer-groups.sh": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-transactions.sh": "org.apache.kafka.tools.TransactionsCommand",
+}
+
+
+def write_scripts(version: str, bindir: Path) -> Path:
+    """``bindir`` filled with Kafka ``version``'s scripts as small shims over its jars (no
+    Kafka distribution is unpacked); returns ``bindir``."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    flags = " ".join(["-Xmx512m", *TOOL_LOG])
+    for script, main in SCRIPTS.items():
+        shim = bindir / script
+        shim.write_text(f'#!/bin/sh\nexec java {flags} -cp "{classpath(version)}" {main} "$@"\n')
+        shim.chmod(0o755)
+    return bindir
+
+
 def dump_log_segments_class(version: str) -> str:
     # KAFKA-14525 moved DumpLogSegments from core (Scala) to the tools module in 4.0.
     return (

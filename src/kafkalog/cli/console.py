@@ -12,26 +12,34 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
+from kafkalog.cli.consumer_props import ConsumerSettings, formatter_properties
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.formatter import MessageFormatter
 from kafkalog.cli.line_reader import LineMessageReader, lines
 from kafkalog.cli.producer_props import CODECS
+from kafkalog.cli.topics import topic_regex
+from kafkalog.config_def import load_properties
 from kafkalog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.log.view import PartitionView, topic_views
+from kafkalog.log.view import PartitionView, discover_partitions
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.records import Record
 from kafkalog.records.committed import committed_batches
 from kafkalog.records.partitioner import partition_for_key
-from kafkalog.types import TimestampType
+from kafkalog.types import TimestampType, is_internal_topic
 
 CHUNK = 1000
+LINE_READERS = (
+    "org.apache.kafka.tools.LineMessageReader",  # Kafka 3.5 on
+    "kafka.tools.ConsoleProducer$LineMessageReader",  # before
+)
 
 
 def parse_properties(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -92,6 +100,32 @@ def partition_count(manager: LogManager, topic: str, *, create: bool = False) ->
     "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error "
     "(--property is Kafka 3's name).",
 )
+@click.option(
+    "--reader-config",
+    default=None,
+    help="A properties file of reader properties; --reader-property wins.",
+)
+@click.option(
+    "--line-reader",
+    default=None,
+    help="Kafka's LineMessageReader (either of its class names); no other.",
+)
+@click.option(
+    "--producer-property",
+    "--command-property",
+    "producer_props",
+    multiple=True,
+    help="Producer configs, accepted and named in a warning: they tune a network client, and "
+    "this command appends to the files (Kafka's tool sets compression.type from "
+    "--compression-codec alone too).",
+)
+@click.option(
+    "--producer.config",
+    "--command-config",
+    "producer_config",
+    default=None,
+    help="A properties file of producer configs; as --producer-property.",
+)
 @user_errors
 def produce(
     log_dirs: str,
@@ -100,6 +134,10 @@ def produce(
     compression: str,
     sync: bool,
     props: tuple[str, ...],
+    reader_config: str | None,
+    line_reader: str | None,
+    producer_props: tuple[str, ...],
+    producer_config: str | None,
 ) -> None:
     """Append stdin lines to a topic, like kafka-console-producer: lines end at \\n, \\r\\n
     or \\r and are read as UTF-8. A line that cannot be parsed stops the command; the lines
@@ -110,7 +148,23 @@ def produce(
       printf 'u1:hello\\nu2:world\\n' | kafkalog produce --log-dirs data --topic clicks \\
           --reader-property parse.key=true --reader-property key.separator=:
     """
-    reader = LineMessageReader.from_properties(parse_properties(props))
+    if line_reader is not None and line_reader not in LINE_READERS:
+        raise click.UsageError(
+            f"--line-reader {line_reader}: kafkalog reads lines with Kafka's LineMessageReader "
+            f"only ({LINE_READERS[0]})"
+        )
+    reader_props = load_properties(reader_config) if reader_config is not None else {}
+    reader = LineMessageReader.from_properties({**reader_props, **parse_properties(props)})
+    client = {
+        **(load_properties(producer_config) if producer_config is not None else {}),
+        **parse_properties(producer_props),
+    }
+    if client:
+        click.echo(
+            "WARN kafkalog appends to local files, so these producer configs have no effect: "
+            + ", ".join(sorted(client)),
+            err=True,
+        )
     chunk_size = 1 if sync else CHUNK
     with LogManager(existing_dirs(log_dirs)) as manager:
         count = partition_count(manager, topic, create=True)
@@ -146,7 +200,8 @@ def produce(
 
 @click.command()
 @log_dirs_option
-@click.option("--topic", required=True)
+@click.option("--topic", default=None, help="The topic (or --include).")
+@click.option("--include", default=None, help="A regular expression: every topic it matches whole.")
 @click.option("--partition", type=int, default=None, help="Default: every partition.")
 @click.option(
     "--offset",
@@ -175,8 +230,8 @@ def produce(
 @click.option(
     "--isolation-level",
     type=click.Choice(["read_uncommitted", "read_committed"]),
-    default="read_uncommitted",
-    show_default=True,
+    default=None,
+    help="Default: the consumer configs' isolation.level, else read_uncommitted.",
 )
 @click.option(
     "--formatter-property",
@@ -184,6 +239,32 @@ def produce(
     "props",
     multiple=True,
     help="print.key=true, print.timestamp=true, key.separator=... (Kafka's formatter).",
+)
+@click.option(
+    "--formatter-config",
+    default=None,
+    help="A properties file of formatter properties; --formatter-property wins.",
+)
+@click.option(
+    "--formatter",
+    "formatter_class",
+    default=None,
+    help="Kafka's DefaultMessageFormatter (either of its class names); no other.",
+)
+@click.option(
+    "--consumer-property",
+    "--command-property",
+    "consumer_props",
+    multiple=True,
+    help="Consumer configs: group.id, isolation.level and auto.offset.reset count; the "
+    "others, network settings mostly, are named in a warning.",
+)
+@click.option(
+    "--consumer.config",
+    "--command-config",
+    "consumer_config",
+    default=None,
+    help="A properties file of consumer configs; --consumer-property wins.",
 )
 @click.option(
     "--group",
@@ -194,15 +275,20 @@ def produce(
 @user_errors
 def consume(
     log_dirs: str,
-    topic: str,
+    topic: str | None,
+    include: str | None,
     partition: int | None,
     offset: str | None,
     from_beginning: bool,
     from_timestamp: int | None,
     max_messages: int | None,
     timeout_ms: int | None,
-    isolation_level: str,
+    isolation_level: str | None,
     props: tuple[str, ...],
+    formatter_config: str | None,
+    formatter_class: str | None,
+    consumer_props: tuple[str, ...],
+    consumer_config: str | None,
     group: str | None,
     follow: bool,
 ) -> None:
@@ -217,10 +303,22 @@ def consume(
       kafkalog consume --log-dirs data --topic clicks --from-beginning \\
           --formatter-property print.key=true --timeout-ms 1000
     """
-    formatter = MessageFormatter.from_properties(parse_properties(props))
+    formatter = MessageFormatter.from_properties(
+        formatter_properties(formatter_class, formatter_config, parse_properties(props))
+    )
+    if (topic is None) == (include is None):
+        raise click.UsageError("Exactly one of --include/--topic is required. ")
+    if partition is not None and topic is None:
+        raise click.UsageError("The topic is required when partition is specified.")
+    settings = ConsumerSettings.resolve(
+        consumer_config, parse_properties(consumer_props), group, isolation_level, from_beginning
+    )
+    for warning in settings.warnings:
+        click.echo(warning, err=True)
+    group = settings.group
     if timeout_ms is not None and timeout_ms < 0:
         timeout_ms = None  # Kafka's: a negative timeout waits forever
-    committed = isolation_level == "read_committed"
+    committed = settings.isolation_level == "read_committed"
     if offset is not None and partition is None:
         raise click.UsageError("The partition is required when offset is specified.")
     if offset is not None and from_beginning:
@@ -228,21 +326,22 @@ def consume(
     if group is not None and partition is not None:
         raise click.UsageError("Options group and partition cannot be specified together.")
     dirs = existing_dirs(log_dirs)
-    views = topic_views(dirs, topic)
+    views = _views(dirs, topic, include)
     if partition is not None:
-        if partition not in views:
+        assert topic is not None  # checked above: a partition needs --topic
+        if (topic, partition) not in views:
             raise UnknownTopicOrPartitionError(f"partition {partition} of {topic!r} not found")
-        views = {partition: views[partition]}
-    start = offset if offset is not None else "earliest" if from_beginning else "latest"
-    positions = {p: _start(v, start, from_timestamp, committed) for p, v in views.items()}
+        views = {(topic, partition): views[(topic, partition)]}
+    start = offset if offset is not None else settings.auto_offset_reset
+    positions = {tp: _start(v, start, from_timestamp, committed) for tp, v in views.items()}
     if group is not None:
         # imported when wanted: it loads kafkalog.server (the protocol codecs), a quarter second
         from kafkalog.cli.consume_group import check_can_commit, commit, committed_offsets  # noqa: PLC0415
 
         check_can_commit(dirs)
-        for (t, p), resume in committed_offsets(dirs, group).items():
-            if t == topic and p in views:  # else auto.offset.reset: latest, or earliest
-                positions[p] = max(resume, views[p].log_start_offset())
+        for tp, resume in committed_offsets(dirs, group).items():
+            if tp in views:  # else auto.offset.reset: latest, or earliest
+                positions[tp] = max(resume, views[tp].log_start_offset())
         begun = dict(positions)
     if max_messages == -1:  # Kafka's "not set"
         max_messages = None
@@ -254,14 +353,17 @@ def consume(
         )
     finally:
         if group is not None:
-            moved = {p: o for p, o in positions.items() if o != begun[p]}
-            commit(dirs, group, topic, moved)
+            for name in sorted({t for t, _ in views}):
+                moved = {
+                    p: o for (t, p), o in positions.items() if t == name and o != begun[(t, p)]
+                }
+                commit(dirs, group, name, moved)
     click.echo(f"Processed a total of {shown} messages", err=True)
 
 
 def _consume(
-    views: dict[int, PartitionView],
-    positions: dict[int, int],
+    views: dict[tuple[str, int], PartitionView],
+    positions: dict[tuple[str, int], int],
     formatter: MessageFormatter,
     committed: bool,
     max_messages: int | None,
@@ -280,7 +382,7 @@ def _consume(
                 continue
             for r, timestamp_type, next_position in _records(view, positions[p], end, committed):
                 if r is not None:
-                    out.write(formatter.format(r, p, timestamp_type))
+                    out.write(formatter.format(r, p[1], timestamp_type))
                     shown += 1
                 positions[p] = next_position
                 progressed = True
@@ -299,6 +401,24 @@ def _consume(
             return shown
         else:
             time.sleep(0.1 if timeout_ms is None else min(0.1, timeout_ms / 1000))
+
+
+def _views(
+    dirs: list[Path], topic: str | None, include: str | None
+) -> dict[tuple[str, int], PartitionView]:
+    """The partitions to read: the topic's, or those of every topic ``include`` matches whole
+    (internal topics left out, as a consumer's pattern subscription leaves them)."""
+    found = discover_partitions(dirs)
+    if include is not None:
+        regex = topic_regex(include, "--include")
+        chosen = [
+            tp for tp in found if regex.fullmatch(tp.topic) and not is_internal_topic(tp.topic)
+        ]
+    else:
+        chosen = [tp for tp in found if tp.topic == topic]
+        if not chosen:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    return {(tp.topic, tp.partition): PartitionView(found[tp]) for tp in sorted(chosen)}
 
 
 def _start(view: PartitionView, offset: str, from_timestamp: int | None, committed: bool) -> int:

@@ -21,6 +21,7 @@ import click
 from kafkalog.cli.admin import existing_dirs, log_dirs_option
 from kafkalog.cli.errors import user_errors
 from kafkalog.cli.topics import node_id, topic_regex
+from kafkalog.config_def import load_properties
 from kafkalog.errors import (
     InvalidArgumentError,
     InvalidConfigError,
@@ -65,23 +66,31 @@ def parse_add_config(text: str) -> dict[str, str]:
 @click.command()
 @log_dirs_option
 @click.option(
-    "--entity-type", type=click.Choice(["topics", "brokers"]), default="topics", show_default=True
+    "--entity-type", type=click.Choice(["topics", "brokers"]), default=None, help="Default: topics."
 )
 @click.option("--entity-name", help="The topic, or the broker id.")
 @click.option("--entity-default", is_flag=True, help="Every broker's run-time defaults.")
+@click.option("--topic", "topic_name", default=None, help="--entity-type topics --entity-name.")
+@click.option("--broker", "broker_id", default=None, help="--entity-type brokers --entity-name.")
+@click.option("--broker-defaults", is_flag=True, help="--entity-type brokers --entity-default.")
 @click.option("--describe", "action", flag_value="describe", help="Show the configs.")
 @click.option("--alter", "action", flag_value="alter", help="Change a topic's.")
 @click.option("--add-config", help="k1=v1,k2=[v2,v3]: set these overrides.")
+@click.option("--add-config-file", default=None, help="A properties file of overrides to set.")
 @click.option("--delete-config", help="k1,k2: remove these overrides (back to the default).")
 @click.option("--all", "show_all", is_flag=True, help="Describe every key, not only overrides.")
 @user_errors
 def configs(
     log_dirs: str,
-    entity_type: str,
+    entity_type: str | None,
     entity_name: str | None,
     entity_default: bool,
+    topic_name: str | None,
+    broker_id: str | None,
+    broker_defaults: bool,
     action: str | None,
     add_config: str | None,
+    add_config_file: str | None,
     delete_config: str | None,
     show_all: bool,
 ) -> None:
@@ -100,6 +109,21 @@ def configs(
     """
     if action is None:
         raise click.UsageError("one of --describe, --alter is needed")
+    shorthands = [(t, n, d) for t, n, d, given in (
+        ("topics", topic_name, False, topic_name is not None),
+        ("brokers", broker_id, False, broker_id is not None),
+        ("brokers", None, True, broker_defaults),
+    ) if given]  # fmt: skip
+    if len(shorthands) > 1 or (shorthands and (entity_type or entity_name or entity_default)):
+        raise click.UsageError(
+            "name the entity once: --entity-type with --entity-name/--entity-default, or one "
+            "of --topic, --broker, --broker-defaults"
+        )
+    if shorthands:
+        entity_type, entity_name, entity_default = shorthands[0]
+    entity_type = entity_type or "topics"
+    if add_config_file is not None and add_config is not None:
+        raise click.UsageError("only one of --add-config, --add-config-file")
     if entity_type == "topics" and (entity_name is None or entity_default):
         raise click.UsageError("topics take --entity-name (the topic), not --entity-default")
     if entity_type == "brokers" and (entity_name is not None) == entity_default:
@@ -109,8 +133,8 @@ def configs(
             "broker configs are read-only here: server.properties and a Kafka broker's "
             "metadata log hold them"
         )
-    if action == "alter" and not (add_config or delete_config):
-        raise click.UsageError("--alter needs --add-config or --delete-config")
+    if action == "alter" and not (add_config or add_config_file or delete_config):
+        raise click.UsageError("--alter needs --add-config, --add-config-file or --delete-config")
     dirs = existing_dirs(log_dirs)
     if action == "describe":  # read-only: no lock, so beside a writer too, and no byte written
         reader = LogDirsReader(dirs)
@@ -126,10 +150,12 @@ def configs(
         assert entity_name is not None
         manager.get_log(entity_name, 0)  # UnknownTopicOrPartition for a missing topic
         if action == "alter":
-            ops = [
-                AlterConfigOp(k, AlterConfigOpType.SET, v)
-                for k, v in parse_add_config(add_config or "").items()
-            ]
+            adds = (
+                load_properties(add_config_file)
+                if add_config_file is not None
+                else parse_add_config(add_config or "")
+            )
+            ops = [AlterConfigOp(k, AlterConfigOpType.SET, v) for k, v in adds.items()]
             ops += [
                 AlterConfigOp(k.strip(), AlterConfigOpType.DELETE)
                 for k in (delete_config or "").split(",")

@@ -82,6 +82,8 @@ def matching(names: list[str], pattern: str | None, *, if_exists: bool) -> list[
               help="Describe only those whose ISR (1) is below min.insync.replicas.")  # fmt: skip
 @click.option("--at-min-isr-partitions", "report", flag_value="at-min-isr",
               help="Describe only those whose ISR (1) equals min.insync.replicas.")  # fmt: skip
+@click.option("--topics-with-overrides", "with_overrides", is_flag=True,
+              help="Describe only topics with overrides: topic lines, no partitions.")  # fmt: skip
 @user_errors
 def topics(
     log_dirs: str,
@@ -95,6 +97,7 @@ def topics(
     exclude_internal: bool,
     topic_id: str | None,
     report: str | None,
+    with_overrides: bool,
 ) -> None:
     """Create, list, describe, alter and delete topics, like kafka-topics.
 
@@ -123,8 +126,10 @@ def topics(
     dirs = [Path(d) for d in log_dirs.split(",") if d]
     if action != "create":
         existing_dirs(log_dirs)
-    if (report or topic_id) and action != "describe":
-        raise click.UsageError("--topic-id and the partition reports go with --describe only")
+    if (report or topic_id or with_overrides) and action != "describe":
+        raise click.UsageError(
+            "--topic-id, --topics-with-overrides and the partition reports go with --describe only"
+        )
     if topic_id and topic:
         raise click.UsageError("--topic and --topic-id cannot be given together")
     if action in ("list", "describe"):  # read-only: no lock, so beside a writer too
@@ -139,10 +144,12 @@ def topics(
             if action == "list":
                 click.echo(name)
             else:
+                # TopicCommand's DescribeOptions: a report prints partition lines alone;
+                # --topics-with-overrides the topic line of a topic with an override alone
                 topic_overrides = overrides.get(name, {})
-                if report is None:
+                if report is None and (topic_overrides or not with_overrides):
                     _describe_topic(topic_overrides, name, by_topic[name])
-                if report is None or _reported(report, topic_overrides):
+                if not with_overrides and (report is None or _reported(report, topic_overrides)):
                     _describe_partitions(name, by_topic[name], node_id(dirs))
         return
     with LogManager(dirs) as manager:
