@@ -3,7 +3,8 @@ objects in, bytes out (Kafka's NetworkReceive, RequestHeader, RequestContext.par
 
 Why: the transport and the tests feed the same bytes through one codec, so every framing rule
 (size prefix, header versions, the ApiVersions exceptions) is tested without a socket. The
-message bodies are kio's, generated from Kafka's JSON schemas; nothing here hand-writes a field.
+message bodies are kio's, generated from Kafka's JSON schemas; nothing here hand-writes a field
+(the Produce response, the one hot answer, is written by ``produce_response`` to kio's bytes).
 
 Refuses: a frame larger than ``socket.request.max.bytes`` or with a negative size (Kafka's
 InvalidReceiveException closes the connection), and any request it cannot parse
@@ -38,6 +39,7 @@ from kio.static.primitive import i32
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.frame_guard import check_frame
+from kafkalog.protocol.produce_response import encode_produce_response
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")  # the fields every header version starts with
@@ -194,6 +196,10 @@ def decode_request(
 def encode_response(request: Request, body: Any) -> bytes:
     """The size-prefixed response frame for ``request``. ApiVersions responses always use
     header version 0, so that a client can read one before it knows the broker's versions."""
+    if request.api_key == ApiKey.PRODUCE:  # the hot path's answer, written by hand
+        written = encode_produce_response(request.api_version, request.correlation_id, body)
+        if written is not None:
+            return written
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     flexible = request.api_key != ApiKey.API_VERSIONS and is_flexible(
