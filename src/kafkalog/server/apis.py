@@ -55,7 +55,7 @@ from kafkalog.server.metadata import (
     handle_delete_topics,
     handle_metadata,
 )
-from kafkalog.server.produce import handle_produce
+from kafkalog.server.produce import APPEND_ON_THE_LOOP_BYTES, appends_on_the_loop, handle_produce
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.sasl import SaslSession, illegal_state
 from kafkalog.server.scram_apis import (
@@ -266,6 +266,12 @@ class KafkaApis:
             raise InvalidRequestError(
                 f"unexpected request of API {int(api.key)} {state} SASL authentication"
             )
+        if api is not None and api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
+            request = decode_request(frame, SUPPORTED_VERSIONS, listener)
+            if appends_on_the_loop(self.context, request):
+                return self._answer(request)
+            answer: bytes | None = await self.run(self._answer, request)
+            return answer
         if api is not None and api.runs_on is RunsOn.WORKER:
             # decoded, handled and encoded in one trip to a worker: each trip costs the GIL a
             # thread hand-off in both directions, a large share of a small request's time
@@ -292,5 +298,8 @@ class KafkaApis:
         request = decode_request(frame, SUPPORTED_VERSIONS, listener)
         if request.body is None:  # an ApiVersions request of a version this broker lacks
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
+        return self._answer(request)
+
+    def _answer(self, request: Request) -> bytes | None:
         body = self.broker.handle(request)
         return None if body is None else encode_response(request, body)
