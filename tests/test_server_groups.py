@@ -146,11 +146,11 @@ def test_silent_members_expire_and_static_members_fence_their_old_incarnation() 
         assert old.error == ErrorCode.none
         new = await group.join(_req(instance="i-1"))
         assert new.member_id != old.member_id and list(group.members) == [new.member_id]
-        assert group.heartbeat(old.member_id, new.generation, "i-1") == ErrorCode.unknown_member_id
-        assert (await group.join(_req(old.member_id, "i-1"))).error in (
-            ErrorCode.unknown_member_id,
-            ErrorCode.fenced_instance_id,
-        )
+        # ClassicGroup.validateMember: the replaced incarnation is fenced (fatal to it), where
+        # UNKNOWN_MEMBER_ID would send it to join again and fence the new one in turn
+        assert group.heartbeat(old.member_id, new.generation, "i-1") == ErrorCode.fenced_instance_id
+        assert (await group.join(_req(old.member_id, "i-1"))).error == ErrorCode.fenced_instance_id
+        assert group.heartbeat(old.member_id, new.generation, "i-2") == ErrorCode.unknown_member_id
         member = group.members[new.member_id]
         member.join = dataclasses.replace(member.join, session_timeout_ms=1)
         await asyncio.sleep(0.01)
@@ -549,7 +549,7 @@ def test_a_static_member_restarting_into_a_stable_group_takes_its_place_without_
         synced = await group.sync(again.member_id, generation, "a", {})
         assert synced.assignment == a_res.member_id.encode()  # what it had
         old = await group.sync(a_res.member_id, generation, "a", {})
-        assert old.error == ErrorCode.unknown_member_id  # the old incarnation is gone
+        assert old.error == ErrorCode.fenced_instance_id  # the old incarnation is fenced
 
     asyncio.run(scenario())
 

@@ -127,14 +127,16 @@ class Group:
             or not self._candidates({name for name, _ in req.protocols})
         ):
             return ErrorCode.inconsistent_group_protocol
-        if req.member_id:
-            if req.member_id not in self.members and req.member_id not in self.pending_members:
+        if req.member_id and req.member_id not in self.pending_members:
+            # GroupMetadataManager.validateExistingMember: the instance id first, as below
+            if req.group_instance_id is not None:
+                current = self.static_members.get(req.group_instance_id)
+                if current is None:
+                    return ErrorCode.unknown_member_id
+                if current != req.member_id:
+                    return ErrorCode.fenced_instance_id
+            if req.member_id not in self.members:
                 return ErrorCode.unknown_member_id
-            if (
-                req.group_instance_id is not None
-                and self.static_members.get(req.group_instance_id) != req.member_id
-            ):
-                return ErrorCode.fenced_instance_id
         return None
 
     @staticmethod
@@ -329,10 +331,17 @@ class Group:
     def _member_error(
         self, member_id: str, generation: int, instance_id: str | None
     ) -> ErrorCode | None:
+        # ClassicGroup.validateMember: a static member's instance id is judged first, so an
+        # incarnation replaced by a newer one hears FENCED_INSTANCE_ID (fatal to the client),
+        # not UNKNOWN_MEMBER_ID (which would send it to join again and fence the new one)
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
         if member_id not in self.members:
             return ErrorCode.unknown_member_id
-        if instance_id is not None and self.static_members.get(instance_id) != member_id:
-            return ErrorCode.fenced_instance_id
         if generation != self.generation:
             return ErrorCode.illegal_generation
         return None
