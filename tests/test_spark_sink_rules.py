@@ -248,6 +248,6 @@ def test_a_batch_overwrite_is_refused_and_a_complete_mode_truncate_is_not(tmp_pa
 
     schema = kafka_schema(False)[:2]  # key, value
     options = {"path": str(tmp_path), "topic": "t", "checkpointLocation": str(tmp_path / "ck")}
-    with pytest.raises(InvalidConfigError, match="Overwrite is not supported"):
+    with pytest.raises(InvalidConfigError, match=r'only appends.*mode\("append"\)'):
         KafkaLogBatchWriter(options, schema, True)
     KafkaLogStreamWriter(options, schema, True)  # Spark's Complete mode: appends, as Kafka's

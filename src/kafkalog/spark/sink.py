@@ -144,7 +144,10 @@ class _Writer:
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise InvalidConfigError(
-                "mode", "the kafkalog sink only appends (Overwrite is not supported, as in Kafka)"
+                "mode",
+                "the kafkalog sink only appends, as Spark's Kafka sink does: write with "
+                '.mode("append") (Spark gives Python data sources no ErrorIfExists mode, so '
+                "its message suggests Overwrite; Kafka's sink refuses Overwrite too)",
             )
         self.opts = parse_write_options(options)
         check_columns(schema, self.opts.topic)
