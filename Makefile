@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: demo test lint bench bench-serve fault-loops check-java check-mvn check-node kafka-oracle interop-clients clean
+.PHONY: librdkafka-suite demo test lint bench bench-serve fault-loops check-java check-mvn check-node kafka-oracle interop-clients clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -76,6 +76,12 @@ bench: $(DEV) kafka-oracle
 # warm, long runs, two rounds each)
 bench-serve: $(DEV) kafka-oracle
 	$(PY) -m bench serve --merge
+
+# librdkafka's own integration suite (built from Debian's source package into ~/.cache/kafkalog;
+# the tests: interop/librdkafka-tests.txt) against kafkalog serve, about 15 minutes;
+# `make librdkafka-suite AGAINST=kafka` runs the same list against Apache Kafka 4.3.1
+librdkafka-suite: $(DEV) kafka-oracle
+	$(PY) tests/librdkafka_suite.py --against $(or $(AGAINST),kafkalog)
 
 # the long fault loops: 100 kill -9s of kafkalog serve under live transactional producers
 fault-loops: $(DEV)
