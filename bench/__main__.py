@@ -133,6 +133,8 @@ def _merged(rows: list[Row], suites: list[str], when: str) -> tuple[list[Row], s
     order = list(SUITES)
     merged = sorted([*kept, *rows], key=lambda r: order.index(r.suite))
     earlier = before.group(1) if before else "an earlier run"
+    # a merge of a merge: the other rows are still the full run's, named after the last "of"
+    earlier = earlier.rsplit("the other rows from the full run of ", 1)[-1]
     stamp = f"{when} for {', '.join(suites)}; the other rows from the full run of {earlier}"
     return merged, stamp
 
