@@ -23,6 +23,7 @@ import importlib
 import struct
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from kafkalog.errors import CorruptRecordError
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     from kafkalog.records import _fastcodec as _fc
-    from kafkalog.records.batch import RecordBatch
 
 _H = TypeVar("_H", bound=tuple[int, ...])
 
@@ -49,6 +49,31 @@ BATCH_PREFIX = struct.Struct(">qiib")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 HEADER_SIZE_UP_TO_MAGIC = BATCH_PREFIX.size  # 17
 MIN_ENTRY_SIZE = MIN_MESSAGE_SIZE[0]  # 14: the smallest legal v0 message
+
+
+class V2Header(Protocol):
+    """The fields of a v2 batch header the codec reads (``batch.RecordBatchHeader``'s)."""
+
+    @property
+    def records_count(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def base_timestamp(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def attributes(self) -> int: ...
+
+
+class V2Batch(Protocol):
+    """What the codec asks of a v2 batch (``batch.RecordBatch``, which calls the codec, so
+    named here by shape rather than imported)."""
+
+    @property
+    def header(self) -> V2Header: ...
+    def records_view(self) -> AbstractContextManager[Buffer]: ...
+    def records_error(self, reason: str) -> CorruptRecordError: ...
 
 
 class RecordStats(NamedTuple):
@@ -97,7 +122,7 @@ class RecordCodec:
         same pass that checks each is a plain Record; None leaves both to the caller."""
         return None
 
-    def record_stats(self, batch: RecordBatch) -> RecordStats | None:
+    def record_stats(self, batch: V2Batch) -> RecordStats | None:
         """The leader's validation facts of ``batch`` without Record objects, or None when the
         caller is to decode the records (the reference does). Damage raises as
         ``batch.records()`` would."""
@@ -168,7 +193,7 @@ class CompiledRecordCodec(RecordCodec):
         except self._corrupt as err:  # the loop's words, as the reference's error
             raise CorruptRecordError(err.args[0]) from None
 
-    def record_stats(self, batch: RecordBatch) -> RecordStats:
+    def record_stats(self, batch: V2Batch) -> RecordStats:
         builder = self.module.ColumnBuilder(False, 1, True)
         add_batch(self.module, builder, batch, INT64_MIN, INT64_MAX)
         return RecordStats(*builder.stats())
@@ -269,7 +294,7 @@ def offsets_out_of_order(position: int, last: int, previous: int) -> CorruptReco
 
 
 def add_batch(
-    fast: CompiledCodec, builder: _fc.ColumnBuilder, batch: RecordBatch, lo: int, hi: int
+    fast: CompiledCodec, builder: _fc.ColumnBuilder, batch: V2Batch, lo: int, hi: int
 ) -> int:
     """Run ``batch``'s records through a compiled ColumnBuilder (those with ``lo <= offset <
     hi`` kept); damage raises CorruptRecordError as ``batch.records()`` would."""
@@ -291,7 +316,7 @@ def add_batch(
         raise batch_error(batch, err) from None
 
 
-def batch_error(batch: RecordBatch, err: Exception) -> CorruptRecordError:
+def batch_error(batch: V2Batch, err: Exception) -> CorruptRecordError:
     """The compiled loop's complaint as the reference words it for a batch."""
     message, _ = err.args
     return batch.records_error(message)
