@@ -25,11 +25,13 @@ setup(
                 "src/kafkalog/records/_record_objects.c",
                 "src/kafkalog/records/_record_encode.c",
                 "src/kafkalog/records/_batch_search.c",
+                "src/kafkalog/records/_producer_batch.c",
             ],
             depends=[
                 "src/kafkalog/records/_codec_state.h",
                 "src/kafkalog/records/_v2_format.h",
                 "src/kafkalog/records/_record_objects.h",
+                "src/kafkalog/records/_crc32c.h",
             ],
             # hidden symbols: only PyInit__fastcodec is exported
             extra_compile_args=FAST,

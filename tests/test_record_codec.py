@@ -19,7 +19,7 @@ from kafkalog import ManualClock, MemoryRecords, Record
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.records import codec
-from kafkalog.records.codec import RecordCodec, RecordStats, compiled_codec, record_codec
+from kafkalog.records.codec import RecordCodec, compiled_codec, record_codec
 from kafkalog.records.record import RecordFacts
 
 pytestmark = pytest.mark.one_codec  # the test chooses its own codec
@@ -41,9 +41,9 @@ class CountingCodec(RecordCodec):
         self.calls["record_facts"] += 1
         return super().record_facts(records)
 
-    def record_stats(self, batch: Any) -> RecordStats | None:
-        self.calls["record_stats"] += 1
-        return super().record_stats(batch)
+    def producer_batch(self, *args: Any) -> Any:
+        self.calls["producer_batch"] += 1
+        return super().producer_batch(*args)
 
     def encode_records(self, *args: Any) -> Any:
         self.calls["encode_records"] += 1
@@ -71,7 +71,7 @@ def test_every_loop_goes_through_the_chosen_codec(tmp_path: Path, counting: Coun
     try:
         log.append([Record(b"v%d" % i, key=b"k") for i in range(5)])  # facts, encode
         built = MemoryRecords.build([Record(b"x"), Record(b"y")])
-        log.append_records(built.buffer)  # the leader's stats of a producer's batch
+        log.append_records(built.buffer)  # the leader's check of a producer's batch
         values = [r.value for r in log.read_records(0)]  # the fetch's search, then decode
         assert values == [b"v0", b"v1", b"v2", b"v3", b"v4", b"x", b"y"]
     finally:
@@ -79,7 +79,7 @@ def test_every_loop_goes_through_the_chosen_codec(tmp_path: Path, counting: Coun
     for operation in (
         "decode_records",
         "record_facts",
-        "record_stats",
+        "producer_batch",
         "encode_records",
         "search_offset",
     ):

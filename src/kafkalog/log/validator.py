@@ -21,9 +21,15 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.records import AnyBatch, BatchScanner, RecordBatch, RecordBatchBuilder
-from kafkalog.records.batch import set_last_offset, set_max_timestamp, set_partition_leader_epoch
+from kafkalog.records.batch import (
+    RecordBatchHeader,
+    set_last_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
 from kafkalog.records.codec import RecordStats, record_codec
 from kafkalog.records.record import Record, RecordFacts
+from kafkalog.records.v2_layout import COMPRESSION_MASK, LOG_OVERHEAD
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 
@@ -270,12 +276,6 @@ def assign_offsets(
         if magic < 2 and (b.producer_id >= 0 or b.is_transactional):
             raise InvalidRecordError("idempotent or transactional data needs magic 2")
     first = batches[0]
-    if magic == 2 and source is target and isinstance(first, RecordBatch):
-        stats = record_codec().record_stats(first)  # None: decode the records below
-        if stats is not None and _stats_pass(stats, first, config, now, origin):
-            max_ts = NO_TIMESTAMP if stats.max_timestamp_all is None else stats.max_timestamp_all
-            if source is CompressionType.NONE or stats.sequential:
-                return _in_place(first, next_offset, leader_epoch, now, max_ts, log_append, target)
     records: list[Record] = []
     for b in batches:
         batch_records = b.records()  # decoded once and cached by the batch
@@ -326,6 +326,58 @@ def assign_offsets(
         )
     return ValidatedRecords(
         out, next_offset, last, max_ts, last, append_time, len(records), target, True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerBatchCheck:
+    """A producer batch the compiled check took whole and the config lets through as it is:
+    the leader only assigns its offsets in place (``assign_in_place``)."""
+
+    batch: RecordBatch
+    max_timestamp: int  # over every record, -1 included
+    compression: CompressionType
+
+
+def check_producer_batch(
+    data: bytes | bytearray | memoryview, config: LogConfig, now: int
+) -> ProducerBatchCheck | None:
+    """The leader's validation of a producer's append in one walk (the codec's
+    ``producer_batch``, which the compiled codec runs without the GIL), then the config's checks
+    on its facts. None for anything else: ``analyze`` and ``assign_offsets`` judge that append
+    and word its errors, so this path decides only what they would accept unchanged."""
+    found = record_codec().producer_batch(data, RecordBatchHeader)
+    if found is None:
+        return None
+    header, stats = found
+    if header.batch_length + LOG_OVERHEAD > config.max_message_bytes:
+        return None
+    source = CompressionType(header.attributes & COMPRESSION_MASK)
+    target = config.target_compression
+    if target is not None and target is not source:
+        return None
+    batch = RecordBatch(data, header)
+    if not _stats_pass(stats, batch, config, now, AppendOrigin.CLIENT):
+        return None
+    if source is not CompressionType.NONE and not stats.sequential:
+        return None
+    max_ts = NO_TIMESTAMP if stats.max_timestamp_all is None else stats.max_timestamp_all
+    return ProducerBatchCheck(batch, max_ts, source)
+
+
+def assign_in_place(
+    check: ProducerBatchCheck, next_offset: int, config: LogConfig, now: int, leader_epoch: int
+) -> ValidatedRecords:
+    """``assign_offsets`` for a batch ``check_producer_batch`` took."""
+    log_append = config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+    return _in_place(
+        check.batch,
+        next_offset,
+        leader_epoch,
+        now,
+        check.max_timestamp,
+        log_append,
+        check.compression,
     )
 
 

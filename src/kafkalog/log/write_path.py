@@ -42,12 +42,16 @@ from kafkalog.log.txn_timeout import timed_out_transactions
 from kafkalog.log.validator import (
     Analysis,
     AppendOrigin,
+    ProducerBatchCheck,
+    ValidatedRecords,
     analyze,
+    assign_in_place,
     assign_offsets,
+    check_producer_batch,
     check_record_values,
 )
 from kafkalog.log.watermarks import Watermarks
-from kafkalog.records import AnyBatch, MemoryRecords, Record, build_end_txn_marker
+from kafkalog.records import AnyBatch, MemoryRecords, Record, RecordBatch, build_end_txn_marker
 from kafkalog.records.codec import record_codec
 from kafkalog.records.record import RecordFacts
 from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
@@ -208,50 +212,72 @@ class LogAppender:
         """Append batches a producer built, as the leader: validate, assign offsets, write."""
         data = _as_buffer(records)
         _check_epoch(leader_epoch)
+        # the common case in one compiled walk, outside the lock (it releases the GIL)
+        check = check_producer_batch(data, self._local.config, self._local.clock.milliseconds())
+        if check is not None:
+            return self._append_checked(check, leader_epoch)
         analysis = analyze(data, self._local.config, AppendOrigin.CLIENT)
         if not analysis.batches:
             raise InvalidRecordError("the append holds no complete record batch")
         with self._lock:
             self._check_open()
             epoch = self._leader_epoch(leader_epoch)
-            now = self._local.clock.milliseconds()
             v = assign_offsets(
                 analysis,
                 data,
                 next_offset=self._local.log_end_offset,
                 config=self._local.config,
-                now=now,
+                now=self._local.clock.milliseconds(),
                 leader_epoch=epoch,
             )
             idempotent = any(b.producer_id >= 0 for b in analysis.batches)
-            duplicate = self._append_batches(
-                v.data,
-                _batches_of(v.data) if idempotent else [],
-                AppendOrigin.CLIENT,
-                v.first_offset,
-                v.last_offset,
-                v.max_timestamp,
-                v.shallow_offset_of_max_timestamp,
-                [(epoch, v.first_offset)],
-            )
-            if duplicate is not None:
-                return self._duplicate_info(
-                    duplicate, v.record_count, 1, v.target_compression, analysis.source_compression
-                )
-            return LogAppendInfo(
-                first_offset=v.first_offset,
-                last_offset=v.last_offset,
-                max_timestamp=v.max_timestamp,
-                shallow_offset_of_max_timestamp=v.shallow_offset_of_max_timestamp,
-                log_append_time=v.log_append_time,
-                log_start_offset=self._watermarks.log_start_offset,
-                record_count=v.record_count,
-                batch_count=1,
-                valid_bytes=len(v.data),
-                source_compression=analysis.source_compression,
-                target_compression=v.target_compression,
-                last_leader_epoch=epoch,
-            )
+            written = _batches_of(v.data) if idempotent else []
+            return self._write_validated(v, written, epoch, analysis.source_compression)
+
+    def _append_checked(self, check: ProducerBatchCheck, leader_epoch: int | None) -> LogAppendInfo:
+        with self._lock:
+            self._check_open()
+            epoch = self._leader_epoch(leader_epoch)
+            now = self._local.clock.milliseconds()
+            v = assign_in_place(check, self._local.log_end_offset, self._local.config, now, epoch)
+            written = [RecordBatch(v.data)] if check.batch.producer_id >= 0 else []
+            return self._write_validated(v, written, epoch, check.compression)
+
+    def _write_validated(
+        self,
+        v: ValidatedRecords,
+        written: Sequence[AnyBatch],
+        epoch: int,
+        source: CompressionType,
+    ) -> LogAppendInfo:
+        """Under the lock: a leader's validated append written (``written``: its batches with
+        a producer id), or the original offsets of a duplicate."""
+        duplicate = self._append_batches(
+            v.data,
+            written,
+            AppendOrigin.CLIENT,
+            v.first_offset,
+            v.last_offset,
+            v.max_timestamp,
+            v.shallow_offset_of_max_timestamp,
+            [(epoch, v.first_offset)],
+        )
+        if duplicate is not None:
+            return self._duplicate_info(duplicate, v.record_count, 1, v.target_compression, source)
+        return LogAppendInfo(
+            first_offset=v.first_offset,
+            last_offset=v.last_offset,
+            max_timestamp=v.max_timestamp,
+            shallow_offset_of_max_timestamp=v.shallow_offset_of_max_timestamp,
+            log_append_time=v.log_append_time,
+            log_start_offset=self._watermarks.log_start_offset,
+            record_count=v.record_count,
+            batch_count=1,
+            valid_bytes=len(v.data),
+            source_compression=source,
+            target_compression=v.target_compression,
+            last_leader_epoch=epoch,
+        )
 
     def append_as_follower(self, records: MemoryRecords | Buffer) -> LogAppendInfo:
         """Append replicated batches verbatim: offsets, epochs and timestamps are kept."""

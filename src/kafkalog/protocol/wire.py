@@ -148,6 +148,8 @@ def make(module: ModuleType, class_name: str, /, **values: Any) -> Any:
     has is a mistake (a misspelt name would be dropped silently): TypeError."""
     cls = getattr(module, class_name)
     names = _field_names(cls)
+    if names.issuperset(values):  # every field this version has: the common case
+        return cls(**values)
     unknown = [k for k in values if k not in names]
     if unknown:
         known = _fields_of_any_version(module.__name__, class_name)

@@ -109,38 +109,6 @@ done:
 
 enum { CRC_AT = 17, CRC_START = 21 };
 
-/* The header's 13 fields, in wire order, as `type` (a tuple subclass: the scanner's
- * RecordBatchHeader); NULL with an exception. */
-static PyObject *v2_header(PyTypeObject *type, const uint8_t *b) {
-    int64_t fields[] = {
-        (int64_t)load_be(b, 8),                       /* base offset */
-        (int32_t)load_be(b + 8, 4),                   /* batch length */
-        (int32_t)load_be(b + 12, 4),                  /* partition leader epoch */
-        (int8_t)b[16],                                /* magic */
-        (int64_t)load_be(b + CRC_AT, 4),              /* crc, unsigned */
-        (int16_t)load_be(b + 21, 2),                  /* attributes */
-        (int32_t)load_be(b + LAST_OFFSET_DELTA_AT, 4), /* last offset delta */
-        (int64_t)load_be(b + 27, 8),                  /* base timestamp */
-        (int64_t)load_be(b + 35, 8),                  /* max timestamp */
-        (int64_t)load_be(b + 43, 8),                  /* producer id */
-        (int16_t)load_be(b + 51, 2),                  /* producer epoch */
-        (int32_t)load_be(b + 53, 4),                  /* base sequence */
-        (int32_t)load_be(b + 57, 4),                  /* records count */
-    };
-    enum { N = sizeof fields / sizeof fields[0] };
-    PyObject *header = type->tp_alloc(type, N);
-    if (!header) return NULL;
-    for (Py_ssize_t i = 0; i < N; i++) {
-        PyObject *v = PyLong_FromLongLong(fields[i]);
-        if (!v) {
-            Py_DECREF(header);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(header, i, v);
-    }
-    return header;
-}
-
 /* 1 when crc(batch bytes from CRC_START) equals the stored CRC, 0 when not, -1 on error. */
 static int crc_matches(PyObject *crc, const uint8_t *b, Py_ssize_t total) {
     PyObject *region = PyMemoryView_FromMemory((char *)b + CRC_START, total - CRC_START,

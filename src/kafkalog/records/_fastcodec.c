@@ -517,6 +517,7 @@ static int codec_exec(PyObject *m) {
         PyModule_AddObjectRef(m, "Record", st->record) < 0 ||
         PyModule_AddFunctions(m, record_methods) < 0 ||
         PyModule_AddFunctions(m, search_methods) < 0 ||
+        PyModule_AddFunctions(m, producer_batch_methods) < 0 ||
         PyModule_AddObjectRef(m, "CorruptRecords", st->corrupt_records) < 0 ||
         PyModule_AddObjectRef(m, "InvalidRecords", st->invalid_records) < 0 ||
         PyModule_AddObjectRef(m, "ColumnBuilder", st->column_builder) < 0)

@@ -135,3 +135,14 @@ def frame_v2(
     crc: Callable[[memoryview], int] | None,
     /,
 ) -> tuple[list[_H], bool]: ...
+
+# A producer's one v2 batch checked without the GIL: base offset 0, CRC, count, control flag,
+# sequence, and its records walked (after inflate(codec id, payload) when compressed): the
+# header as header_type and (records, null keys, min ts, max ts, max ts of all, sequential), or
+# None for anything else, which the caller's full validation judges.
+def producer_batch(
+    data: Buffer,
+    header_type: type[_H],
+    inflate: Callable[[int, memoryview], bytes],
+    /,
+) -> tuple[_H, tuple[int, int, int | None, int | None, int | None, bool]] | None: ...

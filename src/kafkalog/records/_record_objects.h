@@ -34,6 +34,7 @@ void record_freelist_clear(RecordFreelist *freelist);
 extern PyType_Spec record_type_spec;
 extern PyMethodDef record_methods[]; /* decode_records, encode_records, record_facts */
 extern PyMethodDef search_methods[]; /* search_offset, in _batch_search.c */
+extern PyMethodDef producer_batch_methods[]; /* producer_batch, in _producer_batch.c */
 
 PyObject *records_encode(PyObject *module, PyObject *args);
 PyObject *records_facts(PyObject *module, PyObject *records);

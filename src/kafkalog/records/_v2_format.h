@@ -330,4 +330,36 @@ static inline int simple_batch(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
     return 1;
 }
 
+/* The header's 13 fields, in wire order, as `type` (a tuple subclass: the scanner's
+ * RecordBatchHeader); NULL with an exception. */
+static inline PyObject *v2_header(PyTypeObject *type, const uint8_t *b) {
+    int64_t fields[] = {
+        (int64_t)load_be(b, 8),                       /* base offset */
+        (int32_t)load_be(b + 8, 4),                   /* batch length */
+        (int32_t)load_be(b + 12, 4),                  /* partition leader epoch */
+        (int8_t)b[16],                                /* magic */
+        (int64_t)load_be(b + 17, 4),                  /* crc, unsigned */
+        (int16_t)load_be(b + 21, 2),                  /* attributes */
+        (int32_t)load_be(b + 23, 4),                  /* last offset delta */
+        (int64_t)load_be(b + 27, 8),                  /* base timestamp */
+        (int64_t)load_be(b + 35, 8),                  /* max timestamp */
+        (int64_t)load_be(b + 43, 8),                  /* producer id */
+        (int16_t)load_be(b + 51, 2),                  /* producer epoch */
+        (int32_t)load_be(b + 53, 4),                  /* base sequence */
+        (int32_t)load_be(b + 57, 4),                  /* records count */
+    };
+    enum { N = sizeof fields / sizeof fields[0] };
+    PyObject *header = type->tp_alloc(type, N);
+    if (!header) return NULL;
+    for (Py_ssize_t i = 0; i < N; i++) {
+        PyObject *v = PyLong_FromLongLong(fields[i]);
+        if (!v) {
+            Py_DECREF(header);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(header, i, v);
+    }
+    return header;
+}
+
 #endif

@@ -26,16 +26,23 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.records import compression
+from kafkalog.records.crc import crc32c
 from kafkalog.records.legacy import MIN_MESSAGE_SIZE
 from kafkalog.records.record import EncodedRecords, Record, RecordFacts, decode_records
 from kafkalog.records.v2_layout import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_START,
+    HEADER_STRUCT,
     LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
+    MAGIC,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
 )
-from kafkalog.types import INT64_MAX, INT64_MIN
+from kafkalog.types import CompressionType
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -122,11 +129,33 @@ class RecordCodec:
         same pass that checks each is a plain Record; None leaves both to the caller."""
         return None
 
-    def record_stats(self, batch: V2Batch) -> RecordStats | None:
-        """The leader's validation facts of ``batch`` without Record objects, or None when the
-        caller is to decode the records (the reference does). Damage raises as
-        ``batch.records()`` would."""
-        return None
+    def producer_batch(self, data: Buffer, header_type: type[_H]) -> tuple[_H, RecordStats] | None:
+        """The header and record facts of ``data`` when it is exactly one sound v2 batch as a
+        producer sends it: base offset 0, its CRC right, a record count equal to its offset
+        span, no control flag, a sequence wherever there is a producer id, and records that
+        parse and fill it (decompressed first). Anything else answers None, and the caller's
+        full validation judges it in its own words. Checks no config: the caller does."""
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if size < RECORD_BATCH_OVERHEAD or view[16] != MAGIC:
+            return None
+        header = tuple.__new__(header_type, HEADER_STRUCT.unpack_from(view))  # as the C builds it
+        (base, length, _, _, crc, attrs, delta, base_ts, max_ts, pid, _, seq, count) = header
+        if base != 0 or length + LOG_OVERHEAD != size or count <= 0 or delta != count - 1:
+            return None
+        codec = attrs & COMPRESSION_MASK
+        if attrs & CONTROL_MASK or codec > 4 or (pid >= 0 and seq < 0):
+            return None
+        if crc32c(view[CRC_START:]) != crc:
+            return None
+        try:
+            payload = view[RECORD_BATCH_OVERHEAD:]
+            region = compression.decompress(CompressionType(codec), payload) if codec else payload
+            lat = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
+            records = self.decode_records(region, count, 0, base_ts, lat)
+        except (KafkaLogError, ValueError, OverflowError):
+            return None
+        return header, _stats_of(records)
 
     def frame_v2(
         self,
@@ -193,10 +222,9 @@ class CompiledRecordCodec(RecordCodec):
         except self._corrupt as err:  # the loop's words, as the reference's error
             raise CorruptRecordError(err.args[0]) from None
 
-    def record_stats(self, batch: V2Batch) -> RecordStats:
-        builder = self.module.ColumnBuilder(False, 1, True)
-        add_batch(self.module, builder, batch, INT64_MIN, INT64_MAX)
-        return RecordStats(*builder.stats())
+    def producer_batch(self, data: Buffer, header_type: type[_H]) -> tuple[_H, RecordStats] | None:
+        found = self.module.producer_batch(data, header_type, _inflate)
+        return None if found is None else (found[0], RecordStats(*found[1]))
 
     def search_offset(
         self, buffer: Buffer, position: int, stop: int, target: int
@@ -224,6 +252,9 @@ class CompiledCodec(Protocol):
     def decode_records(
         self, data: Buffer, count: int, base_offset: int, base_timestamp: int, lat: int | None, /
     ) -> list[Record]: ...
+    def producer_batch(
+        self, data: Buffer, header_type: type[_H], inflate: Callable[[int, memoryview], bytes], /
+    ) -> tuple[_H, tuple[int, int, int | None, int | None, int | None, bool]] | None: ...
     def encode_records(
         self,
         records: Sequence[Record],
@@ -291,6 +322,25 @@ def offsets_out_of_order(position: int, last: int, previous: int) -> CorruptReco
         position=position,
         offset=last,
     )
+
+
+def _stats_of(records: Sequence[Record]) -> RecordStats:
+    """The reference's RecordStats, from decoded records (their offsets start at 0)."""
+    stamps = [-1 if r.timestamp is None else r.timestamp for r in records]
+    real = [t for t in stamps if t != -1]
+    return RecordStats(
+        records=len(records),
+        null_keys=sum(1 for r in records if r.key is None),
+        min_timestamp=min(real, default=None),
+        max_timestamp=max(real, default=None),
+        max_timestamp_all=max(stamps, default=None),
+        sequential=all(r.offset == i for i, r in enumerate(records)),
+    )
+
+
+def _inflate(codec: int, payload: memoryview) -> bytes:
+    """A compressed producer batch's records, for the compiled check (which calls it)."""
+    return compression.decompress(CompressionType(codec), payload)
 
 
 def add_batch(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -26,8 +27,16 @@ from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.records import MemoryRecords
+from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.scanner import AnyBatch
+from kafkalog.records.v2_layout import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+)
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.internal_topics import check_produce_allowed
 from kafkalog.types import INT64_MAX, CompressionType
@@ -35,6 +44,8 @@ from kafkalog.types import INT64_MAX, CompressionType
 logger = logging.getLogger("kafkalog.server")
 
 MAGIC_V2 = 2
+ZSTD = int(CompressionType.ZSTD)
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 def _partition(
@@ -70,6 +81,14 @@ def _partition(
 def check_produce_records(records: bytes, version: int) -> AnyBatch:
     """Kafka's ProduceRequest.validateRecords: from version 3, exactly one batch of magic 2
     per partition, and zstd only from version 7 (KIP-110)."""
+    if (
+        len(records) >= RECORD_BATCH_OVERHEAD
+        and records[MAGIC_OFFSET] == MAGIC_V2
+        and _BATCH_LENGTH.unpack_from(records, BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+        == len(records)
+        and (version >= 7 or records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != ZSTD)
+    ):
+        return RecordBatch(records)  # the one whole batch a producer sends: no scanner
     batches = MemoryRecords(records).batches(verify_crc=False)
     first = next(batches, None)
     if first is None:
