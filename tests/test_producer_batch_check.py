@@ -255,3 +255,22 @@ def test_the_walk_releases_the_gil() -> None:
         stop.set()
         thread.join()
     assert ran > 0
+
+
+def test_per_record_errors_come_out_alike(logs: Any) -> None:
+    """KIP-467's per-record errors (which records, and why) through either codec."""
+    reference_log, fast_log = logs({"cleanup.policy": "compact"})
+    builder = RecordBatchBuilder(compression=CompressionType.LZ4)
+    for key in (b"a", None, b"c", None):
+        builder.append(b"v", key, (), NOW)
+    data = builder.build()
+    before = codec_module._chosen[0]
+    try:
+        codec_module._chosen[0] = REFERENCE
+        expected = _outcome(reference_log, data)
+        codec_module._chosen[0] = _compiled()
+        got = _outcome(fast_log, data)
+    finally:
+        codec_module._chosen[0] = before
+    assert got == expected
+    assert got[1] == "InvalidRecordError" and [i for i, _ in got[3]] == [1, 3]
