@@ -11,6 +11,7 @@ try whose client went away.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,21 +22,38 @@ from kafkalog.server.fetch import FetchResult, handle_fetch
 
 
 class AppendSignal:
-    """Wakes waiting fetches after an append. ``notify`` may be called from any thread."""
+    """Wakes waiting fetches after an append. ``notify`` may be called from any thread.
+
+    A notify costs nothing unless a fetch has taken the current future since the last wake:
+    every Produce notifies, and on the event loop's own thread a wake through
+    ``call_soon_threadsafe`` was a write to the loop's self-pipe, a read of it and a loop
+    iteration per request, for no fetch at all in a produce-only load. The skip is safe: a
+    fetch takes the future before it reads the log, so an append it did not see is one whose
+    notify sees the future taken."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._loop_thread = threading.get_ident()  # made on the loop (FetchPurgatory.start)
         self._future: asyncio.Future[None] = loop.create_future()
+        self._taken = False
 
     def current(self) -> asyncio.Future[None]:
+        self._taken = True
         return self._future
 
     def notify(self) -> None:
-        self._loop.call_soon_threadsafe(self._wake)
+        if not self._taken:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake()
+        else:
+            self._loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
+        self._taken = False
         future, self._future = self._future, self._loop.create_future()
-        future.set_result(None)
+        if not future.done():
+            future.set_result(None)
 
 
 class FetchPurgatory:
