@@ -20,7 +20,14 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -210,10 +217,27 @@ def _joined(bootstrap: str, group: str) -> Consumer:
     return consumer
 
 
+_COORDINATOR_LOADING = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+
+
 def _members(bootstrap: str, group: str) -> tuple[str, list[tuple[str, str, list[int]]]]:
-    """A group's state and its members (member id, client id, assigned partitions)."""
+    """A group's state and its members (member id, client id, assigned partitions). A broker
+    just started may still be loading ``__consumer_offsets`` (COORDINATOR_LOAD_IN_PROGRESS, a
+    retriable error that librdkafka's describe hands back rather than retries): asked again."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_consumer_groups([group])[group].result(60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            described = admin.describe_consumer_groups([group])[group].result(60)
+            break
+        except KafkaException as err:
+            loading = err.args[0].code() in _COORDINATOR_LOADING or err.args[0].retriable()
+            if not loading or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     return str(described.state).rsplit(".", 1)[-1], [
         (m.member_id, m.client_id, sorted(p.partition for p in m.assignment.topic_partitions))
         for m in described.members
