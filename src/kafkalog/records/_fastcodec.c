@@ -26,20 +26,12 @@ typedef struct {
     int with_headers, light, values;
     int64_t ts_scale;
     Py_ssize_t rows, headers;
-    /* what the leader's validation needs, kept in every mode: keyless records, the range of
-     * timestamps other than -1, the max of all, and whether offset deltas are 0, 1, 2, ... */
-    Py_ssize_t null_keys;
-    int64_t min_ts, max_ts, max_all_ts;
-    int sequential;
     Buf b[C_COUNT];
 } ColumnBuilder;
 
 static int builder_reset(ColumnBuilder *self) {
     for (int i = 0; i < C_COUNT; i++) self->b[i].len = 0;
-    self->rows = self->headers = self->null_keys = 0;
-    self->min_ts = INT64_MAX;
-    self->max_ts = self->max_all_ts = INT64_MIN;
-    self->sequential = 1;
+    self->rows = self->headers = 0;
     if (buf_i32(&self->b[C_KOFF], 0) || buf_i32(&self->b[C_VOFF], 0) ||
         buf_i32(&self->b[C_HOFF], 0) || buf_i32(&self->b[C_HKOFF], 0) ||
         buf_i32(&self->b[C_HVOFF], 0))
@@ -105,9 +97,6 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
     Py_ssize_t saved[C_COUNT];
     for (int i = 0; i < C_COUNT; i++) saved[i] = self->b[i].len;
     Py_ssize_t saved_rows = self->rows, saved_headers = self->headers, kept = 0;
-    Py_ssize_t saved_null_keys = self->null_keys;
-    int64_t saved_min = self->min_ts, saved_max = self->max_ts, saved_all = self->max_all_ts;
-    int saved_sequential = self->sequential;
     const uint8_t *d = view.buf;
     Py_ssize_t end = view.len, pos = 0;
     Damage damage = {0};
@@ -133,13 +122,6 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
         } else if (__builtin_add_overflow((int64_t)base_ts, tsd, &ts)) {
             damaged(&damage, "record timestamp does not fit in 64 bits", start);
             goto fail;
-        }
-        if (od != i) self->sequential = 0;
-        if (kn < 0) self->null_keys++;
-        if (ts > self->max_all_ts) self->max_all_ts = ts;
-        if (ts != -1) {
-            if (ts < self->min_ts) self->min_ts = ts;
-            if (ts > self->max_ts) self->max_ts = ts;
         }
         if (self->ts_scale != 1 && __builtin_mul_overflow(ts, self->ts_scale, &ts)) {
             damaged(&damage, "record timestamp does not fit in 64 bits", start);
@@ -175,11 +157,6 @@ static PyObject *ColumnBuilder_add(ColumnBuilder *self, PyObject *args) {
     return PyLong_FromSsize_t(kept);
 fail:
     for (int i = 0; i < C_COUNT; i++) self->b[i].len = saved[i];
-    self->null_keys = saved_null_keys;
-    self->min_ts = saved_min;
-    self->max_ts = saved_max;
-    self->max_all_ts = saved_all;
-    self->sequential = saved_sequential;
     self->rows = saved_rows;
     self->headers = saved_headers;
     PyBuffer_Release(&view);
@@ -239,16 +216,6 @@ static PyObject *ColumnBuilder_finish(ColumnBuilder *self, PyObject *Py_UNUSED(i
     return out;
 }
 
-/* stats() -> (rows, null_keys, min_ts, max_ts, max_all_ts, sequential); None for no value. */
-static PyObject *ColumnBuilder_stats(ColumnBuilder *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *lo = self->min_ts == INT64_MAX ? Py_NewRef(Py_None) : PyLong_FromLongLong(self->min_ts);
-    PyObject *hi = self->max_ts == INT64_MIN ? Py_NewRef(Py_None) : PyLong_FromLongLong(self->max_ts);
-    PyObject *all = self->max_all_ts == INT64_MIN ? Py_NewRef(Py_None)
-                                                  : PyLong_FromLongLong(self->max_all_ts);
-    return Py_BuildValue("(nnNNNO)", self->rows, self->null_keys, lo, hi, all,
-                         self->sequential ? Py_True : Py_False);
-}
-
 static PyObject *ColumnBuilder_rows(ColumnBuilder *self, void *Py_UNUSED(closure)) {
     return PyLong_FromSsize_t(self->rows);
 }
@@ -258,7 +225,6 @@ static PyMethodDef ColumnBuilder_methods[] = {
      "add(data, count, base_offset, base_timestamp, has_log_append_time, log_append_time, "
      "timestamp_type, lo, hi) -> rows kept"},
     {"finish", (PyCFunction)ColumnBuilder_finish, METH_NOARGS, "the columns so far; resets"},
-    {"stats", (PyCFunction)ColumnBuilder_stats, METH_NOARGS, "validation facts so far"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -51,8 +51,6 @@ class ColumnBuilder:
         BinaryParts,
         tuple[bytes | None, int, bytes, int, BinaryParts, BinaryParts] | None,
     ]: ...
-    # (rows, null keys, min timestamp, max timestamp, max timestamp over all, sequential)
-    def stats(self) -> tuple[int, int, int | None, int | None, int | None, bool]: ...
 
 def encode(
     row_start: int,

@@ -150,7 +150,7 @@ class RecordCodec:
             return None
         try:
             payload = view[RECORD_BATCH_OVERHEAD:]
-            region = compression.decompress(CompressionType(codec), payload) if codec else payload
+            region = _inflate(codec, payload) if codec else payload
             lat = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
             records = self.decode_records(region, count, 0, base_ts, lat)
         except (KafkaLogError, ValueError, OverflowError):
