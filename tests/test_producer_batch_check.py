@@ -10,6 +10,7 @@ Logs, one on each codec, agree on every append's outcome.
 
 from __future__ import annotations
 
+import random
 import struct
 import sys
 import threading
@@ -274,3 +275,29 @@ def test_per_record_errors_come_out_alike(logs: Any) -> None:
         codec_module._chosen[0] = before
     assert got == expected
     assert got[1] == "InvalidRecordError" and [i for i, _ in got[3]] == [1, 3]
+
+
+def test_a_batch_over_max_message_bytes_is_never_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile client's oversized batch (a gzip bomb, say) is refused on its size before the
+    check inflates or walks a byte of it, as Kafka refuses it (RecordTooLargeException)."""
+    calls: list[int] = []
+    compiled = _compiled()
+    monkeypatch.setattr(compiled, "producer_batch", lambda *a: calls.append(1))
+    before = codec_module._chosen[0]
+    codec_module._chosen[0] = compiled
+    log = Log.open(
+        tmp_path / "t-0", LogConfig.from_properties({"max.message.bytes": "1000"}), ManualClock(NOW)
+    )
+    try:
+        builder = RecordBatchBuilder(compression=CompressionType.GZIP)
+        builder.append(random.Random(1).randbytes(5000), None, (), NOW)  # does not shrink
+        data = builder.build()
+        assert len(data) > 1000
+        with pytest.raises(KafkaLogError, match=r"max\.message\.bytes"):
+            log.append_records(data)
+        assert calls == []
+    finally:
+        codec_module._chosen[0] = before
+        log.close()

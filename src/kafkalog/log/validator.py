@@ -29,7 +29,7 @@ from kafkalog.records.batch import (
 )
 from kafkalog.records.codec import RecordStats, record_codec
 from kafkalog.records.record import Record, RecordFacts
-from kafkalog.records.v2_layout import COMPRESSION_MASK, LOG_OVERHEAD
+from kafkalog.records.v2_layout import COMPRESSION_MASK
 from kafkalog.types import NO_TIMESTAMP, CompressionType, TimestampType
 
 
@@ -346,12 +346,12 @@ def check_producer_batch(
     ``producer_batch``, which the compiled codec runs without the GIL), then the config's checks
     on its facts. None for anything else: ``analyze`` and ``assign_offsets`` judge that append
     and word its errors, so this path decides only what they would accept unchanged."""
+    if len(data) > config.max_message_bytes:
+        return None  # refused before any record is walked or inflated (a client's zip bomb)
     found = record_codec().producer_batch(data, RecordBatchHeader)
     if found is None:
         return None
     header, stats = found
-    if header.batch_length + LOG_OVERHEAD > config.max_message_bytes:
-        return None
     source = CompressionType(header.attributes & COMPRESSION_MASK)
     target = config.target_compression
     if target is not None and target is not source:
