@@ -182,6 +182,26 @@ class KafkaBroker:
         props.update(self.overrides)
         return props
 
+    def add_sasl_listener(self, settings: dict[str, str]) -> str:
+        """A SASL_PLAINTEXT listener for clients beside the PLAINTEXT one broker and controller
+        use (its anonymous principal a super user, besides those ``settings`` name), with
+        ``settings`` (mechanisms, JAAS, authorizer ...); its bootstrap address."""
+        port = free_port()
+        props = self.properties()
+        supers = ";".join(filter(None, [settings.get("super.users", ""), "User:ANONYMOUS"]))
+        self.overrides.update(
+            {
+                **settings,
+                "listeners": f"{props['listeners']},SASL_PLAINTEXT://127.0.0.1:{port}",
+                "advertised.listeners": f"{props['advertised.listeners']},"
+                f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                "listener.security.protocol.map": f"{props['listener.security.protocol.map']},"
+                "SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "super.users": supers,
+            }
+        )
+        return f"127.0.0.1:{port}"
+
     def format(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         lines = [f"{k}={v}" for k, v in self.properties().items()]

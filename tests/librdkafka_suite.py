@@ -47,19 +47,18 @@ KAFKA_VERSION = "4.3.1"  # the broker version the suite is told (TEST_KAFKA_VERS
 TEST_LIST = REPO / "interop" / "librdkafka-tests.txt"
 SINGLE_NODE = REPO / "interop" / "librdkafka-single-node.txt"
 
-# The broker settings of both runs: what the suite's own docker set-up gives a broker.
+# The broker settings of both runs: what the suite's own docker set-up gives a broker, and an
+# authorizer that allows what no ACL denies, so the suite's ACL tests (kafka-acls.sh,
+# CreateAcls ...) have something to judge.
 BROKER_SETTINGS = {
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "50",
-}
-# Apache Kafka also gets an authorizer that allows what no ACL denies, so the suite's ACL
-# tests (kafka-acls.sh, CreateAcls ...) have something to judge; kafkalog's serve has none yet.
-KAFKA_ONLY = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
 }
+KAFKA_ONLY: dict[str, str] = {}
 
 
 def _run(cmd: list[str], cwd: Path, log: Path) -> None:

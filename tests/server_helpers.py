@@ -8,6 +8,10 @@ import datetime
 import io
 import socket
 import struct
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +204,37 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
             return out
         out += chunk
     return out
+
+
+def start_serve_process(
+    log_dir: Path,
+    port: int,
+    overrides: dict[str, str] | None = None,
+    seen: list[str] | None = None,
+    *,
+    drain: bool = True,
+) -> subprocess.Popen[str]:
+    """``kafkalog serve`` in a process of its own on ``PLAINTEXT://127.0.0.1:port`` (unless
+    ``overrides`` names other listeners), once it says it started; ``seen`` collects its lines
+    up to then. Its output is drained from then on (``drain``), so its logging never blocks
+    it; without, the caller reads the rest."""
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", **(overrides or {})}
+    args = [arg for key, value in settings.items() for arg in ("--override", f"{key}={value}")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(log_dir), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if seen is not None:
+            seen.append(line)
+        if "kafkalog serve started" in line:
+            if drain:
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"kafkalog serve did not start: {proc.stdout.read()}")

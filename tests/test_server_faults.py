@@ -9,8 +9,6 @@ import random
 import signal
 import socket
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from server_helpers import (
     metadata_request,
     produce_body,
     read_frame,
+    start_serve_process,
 )
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
@@ -123,47 +122,13 @@ def test_random_and_mutated_requests_never_crash_the_server_or_touch_a_log(tmp_p
     assert CliRunner().invoke(cli, ["verify", "--log-dirs", str(tmp_path)]).exit_code == 0
 
 
-def _start_cli_server(
-    log_dir: Path, port: int, *extra: str, seen: list[str] | None = None
-) -> subprocess.Popen[str]:
-    """``kafkalog serve`` in a process of its own; ``seen`` collects its lines up to started."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafkalog",
-            "serve",
-            "--log-dirs",
-            str(log_dir),
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if seen is not None:
-            seen.append(line)
-        if "kafkalog serve started" in line:
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError(f"kafkalog serve did not start: {proc.stdout.read()}")
-
-
 def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
     """Also: a directory Kafka formatted, served without its server.properties, is warned of
     (Kafka's defaults, not the broker's, then apply to its topics)."""
     port = free_port()
     (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=c\n")
     seen: list[str] = []
-    proc = _start_cli_server(tmp_path, port, seen=seen)
+    proc = start_serve_process(tmp_path, port, seen=seen, drain=False)
     assert any("is a Kafka broker's (meta.properties) and no --config" in line for line in seen)
     from kafka import KafkaProducer
 
@@ -181,7 +146,7 @@ def test_kill_9_under_produce_load_loses_no_acknowledged_record(tmp_path: Path) 
     from confluent_kafka import Producer
 
     port = free_port()
-    proc = _start_cli_server(tmp_path, port)
+    proc = start_serve_process(tmp_path, port, drain=False)
     producer = Producer(
         {
             "bootstrap.servers": f"127.0.0.1:{port}",

@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.records.committed import AbortedTransaction, committed_records
 from kafkalog.server import serve
 from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC, IsolationLevel
+from server_helpers import start_serve_process
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(600)]
 
@@ -132,23 +132,7 @@ def _check_dump_log(log_dir: Path) -> None:
 
 
 def _start_cli_server(log_dir: Path, port: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(log_dir),
-         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-         "--override", "group.initial.rebalance.delay.ms=0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "kafkalog serve started" in line:
-            threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError("kafkalog serve did not start")
+    return start_serve_process(log_dir, port, {"group.initial.rebalance.delay.ms": "0"})
 
 
 def test_kill_9_in_the_middle_of_transactions_commits_each_record_once(

@@ -362,7 +362,7 @@ async def txn_offset_commit(
             ),
         ),
     )
-    response = await handle(c.groups, c.txns, as_request(28, 3, body))
+    response = await handle(c.groups, c.txns, c.ctx, as_request(28, 3, body))
     code: ErrorCode = response.topics[0].partitions[0].error_code
     return code
 
@@ -422,7 +422,7 @@ async def offset_commit(c: Coordinators, group: str, offset: int) -> ErrorCode:
         group_instance_id=None,
         topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(partition,)),),
     )
-    response = await handle(c.groups, as_request(8, 8, body))
+    response = await handle(c.groups, c.ctx, as_request(8, 8, body))
     code: ErrorCode = response.topics[0].partitions[0].error_code
     return code
 
@@ -486,7 +486,7 @@ def test_deleting_a_groups_offsets_drops_them_from_its_open_transactions(tmp_pat
         assert await txn_offset_commit(c, "app", "grp", pid, epoch, 7) == ErrorCode.none
         mod = request_module(42, 2)
         body = make(mod, "DeleteGroupsRequest", groups_names=("grp",))
-        answer = await delete_groups(c.groups, as_request(42, 2, body))
+        answer = await delete_groups(c.groups, c.ctx, as_request(42, 2, body))
         assert answer.results[0].error_code == ErrorCode.none
         await c.txns.end_transaction("app", pid, epoch, True)
         assert ("t", 0) not in c.groups.group("grp").offsets

@@ -1,4 +1,4 @@
-"""Topic configs and dynamic broker defaults from a KRaft node's metadata log.
+"""Topic configs, dynamic broker defaults and ACLs from a KRaft node's metadata log.
 
 Why: a Kafka broker keeps each topic's config overrides (cleanup.policy, retention.ms ...) in
 its metadata log, ``__cluster_metadata-0``, not beside the partitions, and so the broker-wide
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
@@ -37,6 +37,8 @@ class KRaftConfigs(NamedTuple):
     # dynamic broker configs: (every broker's, the node's own), Kafka's DYNAMIC_DEFAULT_BROKER_
     # and DYNAMIC_BROKER_CONFIG sources
     broker_layers: tuple[dict[str, str], dict[str, str]]
+    # the ACLs in force, as AccessControlEntryRecord fields (the server's acl_store reads them)
+    acls: tuple[dict[str, Any], ...] = ()
 
 
 def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfigs:
@@ -48,7 +50,7 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
         replayed = replay_configs(_batches(metadata_dir))
     except OSError as err:
         logger.warning("cannot read topic configs from %s: %s", metadata_dir, err)
-        return KRaftConfigs({}, ({}, {}))
+        return KRaftConfigs({}, ({}, {}), ())
     for problem in replayed.problems:
         logger.warning("metadata log %s: %s", metadata_dir, problem)
     node = replayed.brokers.get(str(node_id), {}) if node_id is not None else {}
@@ -57,7 +59,7 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
         if layer:  # over server.properties: say so, kafkalog serve cannot alter them
             logger.info("topic defaults set at run time for %s, in %s: %s", name, metadata_dir,
                         ", ".join(f"{k}={v}" for k, v in sorted(layer.items())))  # fmt: skip
-    return KRaftConfigs(_usable(replayed.topics), layers)
+    return KRaftConfigs(_usable(replayed.topics), layers, tuple(replayed.acls))
 
 
 def _batches(metadata_dir: Path) -> Iterator[AnyBatch]:

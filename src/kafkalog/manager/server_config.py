@@ -199,6 +199,18 @@ class BrokerKeys:
         "num.io.threads", Type.INT, 8, "Threads that run storage work for kafkalog serve.",
         at_least(1),
     )  # fmt: skip
+    authorizer_class_name: str = define(
+        "authorizer.class.name", Type.STRING, "",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer checks ACLs; empty: none.",
+    )  # fmt: skip
+    super_users: str = define(
+        "super.users", Type.STRING, "",
+        "Principals the authorizer allows everything, separated by ';' (User:admin;User:ops).",
+    )  # fmt: skip
+    allow_everyone_if_no_acl_found: bool = define(
+        "allow.everyone.if.no.acl.found", Type.BOOLEAN, False,
+        "Whether a resource no ACL names is open to every principal.",
+    )  # fmt: skip
 
 
 BROKER_KEYS = ConfigDef.of(BrokerKeys)

@@ -50,6 +50,9 @@ class InvalidRequestError(KafkaLogError):
     InvalidRequestException / InvalidReceiveException)."""
 
 
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"  # a client that did not authenticate (KafkaPrincipal)
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One decoded request: its header fields and its kio body (None for an ApiVersions request
@@ -63,6 +66,9 @@ class Request:
     # the listener it came in through (Kafka's RequestContext.listenerName); empty when it
     # was parsed outside a connection
     listener: str = ""
+    # who sent it and from where (RequestContext.principal and clientAddress), for the ACLs
+    principal: str = ANONYMOUS_PRINCIPAL
+    client_host: str = ""
 
 
 class FrameReader:
@@ -164,10 +170,14 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def decode_request(
-    frame: bytes, supported: dict[int, tuple[int, int]], listener: str = ""
+    frame: bytes,
+    supported: dict[int, tuple[int, int]],
+    listener: str = "",
+    principal: str = ANONYMOUS_PRINCIPAL,
+    client_host: str = "",
 ) -> Request:
-    """Parse one frame that came in through ``listener``; ``supported`` maps API keys to the
-    (min, max) versions served."""
+    """Parse one frame that came in through ``listener`` from ``principal`` at ``client_host``;
+    ``supported`` maps API keys to the (min, max) versions served."""
     if len(frame) < _KEY_VERSION_CORRELATION.size:
         raise InvalidRequestError(f"a request frame of {len(frame)} bytes has no header")
     api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame)
@@ -176,7 +186,9 @@ def decode_request(
         raise InvalidRequestError(f"unknown or unsupported API key {api_key}")
     if not span[0] <= version <= span[1]:
         if api_key == ApiKey.API_VERSIONS:
-            return Request(api_key, version, correlation_id, None, None, listener)
+            return Request(
+                api_key, version, correlation_id, None, None, listener, principal, client_host
+            )
         raise InvalidRequestError(
             f"API key {api_key} version {version} is not supported (versions {span[0]}-{span[1]})"
         )
@@ -192,7 +204,9 @@ def decode_request(
             f"{correlation_id}): {err}"
         ) from err
     client_id: str | None = getattr(header, "client_id", None)
-    return Request(api_key, version, correlation_id, client_id, body, listener)
+    return Request(
+        api_key, version, correlation_id, client_id, body, listener, principal, client_host
+    )
 
 
 def encode_response(request: Request, body: Any) -> bytes:

@@ -1,5 +1,5 @@
-"""Topic and broker configs replayed from KRaft metadata records, as Kafka's
-ConfigurationControlManager replays them.
+"""Topic and broker configs, and ACLs, replayed from KRaft metadata records, as Kafka's
+ConfigurationControlManager and AclControlManager replay them.
 
 Why: a Kafka broker keeps each topic's config overrides, and the dynamic broker configs
 (``kafka-configs --entity-type brokers --alter``) that set defaults for every topic, in its
@@ -10,8 +10,9 @@ Kafka's own schema (``metadata_schemas``). A record it cannot read (damaged, or 
 newer than it knows) is skipped and named in ``problems``; a damaged batch ends the replay, as
 Kafka's log recovery ends the log there: what came before still counts, rather than every
 config falling back to a default. Refuses: I/O, and every record but TopicRecord, ConfigRecord
-of a TOPIC or BROKER resource (a null value deletes the key) and RemoveTopicRecord (which drops
-the topic's keys).
+of a TOPIC or BROKER resource (a null value deletes the key), RemoveTopicRecord (which drops
+the topic's keys), AccessControlEntryRecord and RemoveAccessControlEntryRecord (by the ACL's
+id).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.schema_reader import SchemaReader
 
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
+_ACL_RECORD, _REMOVE_ACL_RECORD = 18, 19
+_READ = (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD, _ACL_RECORD, _REMOVE_ACL_RECORD)
 _TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4  # ConfigResource.Type
 
 
@@ -34,6 +37,9 @@ class MetadataConfigs(NamedTuple):
     topics: dict[str, dict[str, str]]  # topic name -> its overrides
     brokers: dict[str, dict[str, str]]  # broker id, or "" for every broker -> its dynamic configs
     problems: list[str]  # what could not be read, and where
+    # the ACLs in force: AccessControlEntryRecord fields (resourceType, resourceName,
+    # patternType, principal, host, operation, permissionType), in the order they were added
+    acls: list[dict[str, Any]]
 
 
 def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
@@ -42,6 +48,7 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
     configs: dict[str, dict[str, str]] = {}
     brokers: dict[str, dict[str, str]] = {}
     problems: list[str] = []
+    acls: dict[str, dict[str, Any]] = {}  # by the ACL's id
     try:
         for batch in batches:
             if batch.is_control:
@@ -59,6 +66,10 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
                     names[data["topicId"]] = data["name"]
                 elif api_key == _REMOVE_TOPIC_RECORD:
                     configs.pop(names.pop(data["topicId"], ""), None)
+                elif api_key == _ACL_RECORD:
+                    acls[data["id"]] = data
+                elif api_key == _REMOVE_ACL_RECORD:
+                    acls.pop(data["id"], None)
                 elif data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
                     resources = configs if data["resourceType"] == _TOPIC_RESOURCE else brokers
                     values = resources.setdefault(data["resourceName"], {})
@@ -72,17 +83,18 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
         {topic: values for topic, values in configs.items() if values},
         {broker: values for broker, values in brokers.items() if values},
         problems,
+        list(acls.values()),
     )
 
 
 def _decode(value: bytes | None) -> tuple[int, dict[str, Any]] | None:
-    """(api key, fields) of a TopicRecord, ConfigRecord or RemoveTopicRecord; None for any
-    other record (or frame version)."""
+    """(api key, fields) of a record ``replay_configs`` reads; None for any other record (or
+    frame version)."""
     reader = SchemaReader(value or b"", flexible=True, what="a metadata record")
     if reader.uvarint() != 1:
         return None
     api_key, version = reader.uvarint(), reader.uvarint()
-    if api_key not in (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD):
+    if api_key not in _READ:
         return None
     name, versions, fields = SCHEMAS[api_key]
     newest = cast(tuple[int, int], versions)[1]

@@ -4,8 +4,10 @@ consumer-validation APIs that read or trim the logs.
 Why: ``kafka-log-dirs``, ``kafka-delete-records`` and AdminClient's describeCluster ask these,
 and a Java consumer validates its position with OffsetForLeaderEpoch after a metadata change
 (KIP-320). Each is a thin call into the LogManager or a Log. Refuses: replica fetchers'
-OffsetForLeaderEpoch (``replica_id`` >= 0: there are no followers) and DeleteRecords past the
-high watermark (OFFSET_OUT_OF_RANGE, as Kafka).
+OffsetForLeaderEpoch (``replica_id`` >= 0: there are no followers), DeleteRecords past the
+high watermark (OFFSET_OUT_OF_RANGE, as Kafka), and what the principal's ACLs do not allow
+(DESCRIBE on the cluster for the log directories, DELETE on a topic to trim it, DESCRIBE on a
+topic for its epochs), with Kafka's codes.
 """
 
 from __future__ import annotations
@@ -19,12 +21,8 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.server.context import (
-    CLUSTER_OPERATIONS,
-    NO_THROTTLE,
-    BrokerContext,
-    authorized_operations,
-)
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.internal_topics import check_delete_records_allowed
 
 
@@ -50,15 +48,22 @@ def handle_describe_cluster(ctx: BrokerContext, request: Request) -> Any:
                 rack=None,
             ),
         ),
-        cluster_authorized_operations=authorized_operations(
+        cluster_authorized_operations=ctx.authorized_operations(
+            request,
             getattr(request.body, "include_cluster_authorized_operations", False),
-            CLUSTER_OPERATIONS,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
         ),
     )
 
 
 def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_LOG_DIRS, request.api_version, True)
+    if not ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(
+            mod, "DescribeLogDirsResponse", throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, results=(),
+        )  # fmt: skip
     wanted = request.body.topics
     chosen = None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
     by_dir: dict[str, dict[str, list[Any]]] = {str(d): {} for d in ctx.manager.log_dirs}
@@ -117,6 +122,10 @@ def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> Any:
     )
 
 
+class _Refused(Exception):
+    """A partition the principal may not touch: its answer is already set."""
+
+
 def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
     """Move each partition's log start offset up (-1: to the high watermark); the segments
     wholly below it go with the next retention pass, as in Kafka."""
@@ -124,9 +133,13 @@ def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
     topics = []
     for topic in request.body.topics:
         parts = []
+        may = ctx.allowed(request, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             code, low = ErrorCode.none, -1
             try:
+                if not may:
+                    code = ErrorCode.topic_authorization_failed
+                    raise _Refused
                 check_delete_records_allowed(topic.name)
                 log = ctx.manager.get_log(topic.name, p.partition_index)
                 target = log.high_watermark if p.offset == -1 else p.offset
@@ -137,6 +150,8 @@ def handle_delete_records(ctx: BrokerContext, request: Request) -> Any:
                     low = log.log_start_offset
             except KafkaLogError as err:
                 code = error_code(err)
+            except _Refused:
+                pass
             parts.append(
                 make(
                     mod,
@@ -157,13 +172,22 @@ def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> Any:
     # ReplicaId exists from version 3 (a client's v2 request, librdkafka's, has none: Kafka
     # takes it for the debugging replica id -2, never a follower)
     follower = getattr(request.body, "replica_id", -2) >= 0
+    # a follower's request needs CLUSTER_ACTION (KafkaApis), a consumer's DESCRIBE on the topic
+    follower_refused = follower and not ctx.allowed(
+        request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+    )
     topics = []
     for topic in request.body.topics:
         parts = []
+        may = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
         for p in topic.partitions:
             code, epoch, end = ErrorCode.none, -1, -1
             try:
-                if follower:
+                if follower_refused:
+                    code = ErrorCode.cluster_authorization_failed
+                elif not may and not follower:
+                    code = ErrorCode.topic_authorization_failed
+                elif follower:
                     code = ErrorCode.not_leader_or_follower
                 else:
                     log = ctx.manager.get_log(topic.topic, p.partition)

@@ -36,12 +36,14 @@ from kafkalog.protocol.wire import (
     unsupported_api_versions,
 )
 from kafkalog.server import group_apis, group_offsets, txn_apis
+from kafkalog.server.acl_apis import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.admin import (
     handle_delete_records,
     handle_describe_cluster,
     handle_describe_log_dirs,
     handle_offset_for_leader_epoch,
 )
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.configs import (
     handle_alter_configs,
     handle_describe_configs,
@@ -55,6 +57,7 @@ from kafkalog.server.metadata import (
     handle_delete_topics,
     handle_metadata,
 )
+from kafkalog.server.principal import Peer
 from kafkalog.server.produce import APPEND_ON_THE_LOOP_BYTES, appends_on_the_loop, handle_produce
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.sasl import SaslSession, illegal_state
@@ -97,8 +100,16 @@ def handle_api_versions(ctx: BrokerContext, request: Request) -> Any:
 
 def handle_init_producer_id(ctx: BrokerContext, request: Request) -> Any:
     """An idempotent producer's id (epoch 0), fresh on every call as Kafka's coordinator does
-    for a producer without ``transactional.id`` (one with it goes to the coordinator)."""
+    for a producer without ``transactional.id`` (one with it goes to the coordinator), for a
+    principal with IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679)."""
     mod = payload_module(ApiKey.INIT_PRODUCER_ID, request.api_version, True)
+    if not ctx.allowed(
+        request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+    ) and not ctx.allowed_on_some(request, AclOperation.WRITE, ResourceType.TOPIC):
+        return make(
+            mod, "InitProducerIdResponse", throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, producer_id=-1, producer_epoch=-1,
+        )  # fmt: skip
     return make(
         mod,
         "InitProducerIdResponse",
@@ -111,7 +122,7 @@ def handle_init_producer_id(ctx: BrokerContext, request: Request) -> Any:
 
 async def _init_producer_id(apis: KafkaApis, request: Request) -> Any:
     if request.body.transactional_id is not None:
-        return await txn_apis.init_producer_id(apis.transactions, request)
+        return await txn_apis.init_producer_id(apis.transactions, apis.context, request)
     return await apis.run(handle_init_producer_id, apis.context, request)
 
 
@@ -136,6 +147,9 @@ API_TABLE: tuple[Api, ...] = (
     Api(ApiKey.WRITE_TXN_MARKERS, (1, 1), _W, handle_write_txn_markers),
     Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0), _W, handle_describe_user_scram_credentials),
     Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0), _W, handle_alter_user_scram_credentials),
+    Api(ApiKey.DESCRIBE_ACLS, (1, 3), _W, handle_describe_acls),
+    Api(ApiKey.CREATE_ACLS, (1, 3), _W, handle_create_acls),
+    Api(ApiKey.DELETE_ACLS, (1, 3), _W, handle_delete_acls),
     Api(ApiKey.INIT_PRODUCER_ID, (0, 4), _L, _init_producer_id),
     # the group coordinator
     Api(
@@ -150,45 +164,73 @@ API_TABLE: tuple[Api, ...] = (
     Api(
         ApiKey.LEAVE_GROUP, (0, 5), _L, lambda a, r: group_apis.leave_group(a.groups, a.context, r)
     ),
-    Api(ApiKey.OFFSET_COMMIT, (2, 8), _L, lambda a, r: group_offsets.offset_commit(a.groups, r)),
-    Api(ApiKey.OFFSET_FETCH, (1, 8), _L, lambda a, r: group_offsets.offset_fetch(a.groups, r)),
     Api(
-        ApiKey.DESCRIBE_GROUPS, (0, 5), _L, lambda a, r: group_offsets.describe_groups(a.groups, r)
+        ApiKey.OFFSET_COMMIT,
+        (2, 8),
+        _L,
+        lambda a, r: group_offsets.offset_commit(a.groups, a.context, r),
     ),
-    Api(ApiKey.LIST_GROUPS, (0, 5), _L, lambda a, r: group_offsets.list_groups(a.groups, r)),
-    Api(ApiKey.DELETE_GROUPS, (0, 2), _L, lambda a, r: group_offsets.delete_groups(a.groups, r)),
-    Api(ApiKey.OFFSET_DELETE, (0, 0), _L, lambda a, r: group_offsets.offset_delete(a.groups, r)),
+    Api(
+        ApiKey.OFFSET_FETCH,
+        (1, 8),
+        _L,
+        lambda a, r: group_offsets.offset_fetch(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.DESCRIBE_GROUPS,
+        (0, 5),
+        _L,
+        lambda a, r: group_offsets.describe_groups(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.LIST_GROUPS,
+        (0, 5),
+        _L,
+        lambda a, r: group_offsets.list_groups(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.DELETE_GROUPS,
+        (0, 2),
+        _L,
+        lambda a, r: group_offsets.delete_groups(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.OFFSET_DELETE,
+        (0, 0),
+        _L,
+        lambda a, r: group_offsets.offset_delete(a.groups, a.context, r),
+    ),
     # the transaction coordinator
     Api(
         ApiKey.ADD_PARTITIONS_TO_TXN,
         (0, 3),
         _L,
-        lambda a, r: txn_apis.add_partitions_to_txn(a.transactions, r),
+        lambda a, r: txn_apis.add_partitions_to_txn(a.transactions, a.context, r),
     ),
     Api(
         ApiKey.ADD_OFFSETS_TO_TXN,
         (0, 3),
         _L,
-        lambda a, r: txn_apis.add_offsets_to_txn(a.transactions, r),
+        lambda a, r: txn_apis.add_offsets_to_txn(a.transactions, a.context, r),
     ),
-    Api(ApiKey.END_TXN, (0, 4), _L, lambda a, r: txn_apis.end_txn(a.transactions, r)),
+    Api(ApiKey.END_TXN, (0, 4), _L, lambda a, r: txn_apis.end_txn(a.transactions, a.context, r)),
     Api(
         ApiKey.TXN_OFFSET_COMMIT,
         (0, 3),
         _L,
-        lambda a, r: txn_apis.txn_offset_commit(a.groups, a.transactions, r),
+        lambda a, r: txn_apis.txn_offset_commit(a.groups, a.transactions, a.context, r),
     ),
     Api(
         ApiKey.LIST_TRANSACTIONS,
         (0, 1),
         _L,
-        lambda a, r: txn_apis.list_transactions(a.transactions, r),
+        lambda a, r: txn_apis.list_transactions(a.transactions, a.context, r),
     ),
     Api(
         ApiKey.DESCRIBE_TRANSACTIONS,
         (0, 0),
         _L,
-        lambda a, r: txn_apis.describe_transactions(a.transactions, r),
+        lambda a, r: txn_apis.describe_transactions(a.transactions, a.context, r),
     ),
     # the connection's SASL session
     Api(ApiKey.SASL_HANDSHAKE, (1, 1), RunsOn.CONNECTION),
@@ -227,6 +269,9 @@ class AuthenticationFailedError(ConnectionError):
         self.response = response
 
 
+_NO_PEER = Peer()
+
+
 class KafkaApis:
     """Every request enters here once its frame is cut: decoded, checked against its
     connection's state, run where its API runs, encoded. ``run`` runs a function on a
@@ -252,10 +297,10 @@ class KafkaApis:
         frame: bytes,
         session: SaslSession | None,
         park: Callable[[], None],
-        listener: str = "",
+        peer: Peer = _NO_PEER,
     ) -> bytes | FetchFrame | None:
-        """The response frame for one request frame that came in through ``listener`` (None:
-        the request takes none).
+        """The response frame for one request frame from ``peer`` (None: the request takes
+        none); its principal is the SASL login's once there is one.
         ``session`` is the connection's SASL state (None on a listener without SASL); ``park``
         tells the connection its request waits without a request slot. Raises
         InvalidRequestError for a request that must close the connection, and
@@ -266,8 +311,11 @@ class KafkaApis:
             raise InvalidRequestError(
                 f"unexpected request of API {int(api.key)} {state} SASL authentication"
             )
+        who = (peer.listener, peer.principal, peer.host)
+        if session is not None and session.principal is not None:
+            who = (peer.listener, f"User:{session.principal}", peer.host)
         if api is not None and api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
-            request = decode_request(frame, SUPPORTED_VERSIONS, listener)
+            request = decode_request(frame, SUPPORTED_VERSIONS, *who)
             if appends_on_the_loop(self.context, request):
                 return self._answer(request)
             answer: bytes | None = await self.run(self._answer, request)
@@ -275,13 +323,13 @@ class KafkaApis:
         if api is not None and api.runs_on is RunsOn.WORKER:
             # decoded, handled and encoded in one trip to a worker: each trip costs the GIL a
             # thread hand-off in both directions, a large share of a small request's time
-            response: bytes | None = await self.run(self._on_worker, frame, listener)
+            response: bytes | None = await self.run(self._on_worker, frame, who)
             return response
         if api is not None and api.runs_on is RunsOn.PURGATORY:
             return await self.purgatory.fetch(
-                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, listener), park
+                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, *who), park
             )
-        request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, listener)
+        request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, *who)
         api = APIS[request.api_key]
         if api.runs_on is RunsOn.CONNECTION:
             if session is None:
@@ -294,8 +342,8 @@ class KafkaApis:
         assert api.handler is not None
         return encode_response(request, await api.handler(self, request))
 
-    def _on_worker(self, frame: bytes, listener: str) -> bytes | None:
-        request = decode_request(frame, SUPPORTED_VERSIONS, listener)
+    def _on_worker(self, frame: bytes, who: tuple[str, str, str]) -> bytes | None:
+        request = decode_request(frame, SUPPORTED_VERSIONS, *who)
         if request.body is None:  # an ApiVersions request of a version this broker lacks
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
         return self._answer(request)

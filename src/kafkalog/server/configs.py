@@ -47,9 +47,13 @@ from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 
 TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32
+# ConfigResource types whose configs the cluster's ACLs guard: BROKER, BROKER_LOGGER and
+# CLIENT_METRICS (an unknown type is INVALID_REQUEST, not a refusal, as in Kafka)
+_CLUSTER_RESOURCES = frozenset({BROKER_RESOURCE, 8, 16})
 # Kafka's DescribeConfigsResponse.ConfigType
 _CONFIG_TYPES = {
     Type.BOOLEAN: 1,
@@ -69,7 +73,10 @@ def handle_describe_configs(ctx: BrokerContext, request: Request) -> Any:
     for resource in body.resources:
         code, message, configs = ErrorCode.none, None, ()
         try:
-            if resource.resource_type == TOPIC_RESOURCE:
+            refused = _refused(ctx, request, resource, AclOperation.DESCRIBE_CONFIGS)
+            if refused is not None:
+                code, message = refused
+            elif resource.resource_type == TOPIC_RESOURCE:
                 configs = _topic_configs(ctx, mod, resource, body)
             elif resource.resource_type == BROKER_RESOURCE and resource.resource_name in (
                 "",
@@ -183,6 +190,26 @@ def _entry(
     )
 
 
+def _refused(
+    ctx: BrokerContext, request: Request, resource: Any, operation: AclOperation
+) -> tuple[ErrorCode, str] | None:
+    """The error for a config resource the principal may not describe or alter
+    (ConfigAdminManager and AuthHelper): a topic's or group's ACL, the cluster's for a
+    broker."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == TOPIC_RESOURCE:
+        if not ctx.allowed(request, operation, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    elif kind == GROUP_RESOURCE:
+        if not ctx.allowed(request, operation, ResourceType.GROUP, name):
+            return ErrorCode.group_authorization_failed, "Group authorization failed."
+    elif kind in _CLUSTER_RESOURCES and not ctx.allowed(
+        request, operation, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    return None
+
+
 def handle_alter_configs(ctx: BrokerContext, request: Request) -> Any:
     """The legacy whole-set form: a topic's overrides become exactly the given entries."""
     return _alter(ctx, request, ApiKey.ALTER_CONFIGS, "AlterConfigsResponse")
@@ -200,7 +227,10 @@ def _alter(ctx: BrokerContext, request: Request, api_key: int, response: str) ->
     for resource in body.resources:
         code, message = ErrorCode.none, None
         try:
-            if resource.resource_type != TOPIC_RESOURCE:
+            refused = _refused(ctx, request, resource, AclOperation.ALTER_CONFIGS)
+            if refused is not None:
+                code, message = refused
+            elif resource.resource_type != TOPIC_RESOURCE:
                 code = ErrorCode.invalid_request
                 message = (
                     f"kafkalog alters topic configs only, not resource type "

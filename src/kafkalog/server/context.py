@@ -16,6 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.manager.server_config import ServerConfig
+from kafkalog.server.authorizer import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    StandardAuthorizer,
+)
 from kafkalog.server.security import SECURITY_PROTOCOLS, ListenerSecurity, listener_security
 
 if TYPE_CHECKING:
@@ -24,25 +30,12 @@ if TYPE_CHECKING:
     from kio.schema.errors import ErrorCode
 
     from kafkalog.manager import LogManager
+    from kafkalog.protocol.wire import Request
     from kafkalog.server.producer_ids import ProducerIdManager
 
 NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized operations
-# What can be asked of each resource type, by Kafka's AclOperation codes (READ 3, WRITE 4,
-# CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12), as KafkaApis offers them to the authorizer (KIP-430)
-TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
-CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
-GROUP_OPERATIONS = (3, 6, 8)
-
-
-def authorized_operations(requested: bool, operations: tuple[int, ...]) -> int:
-    """The ``*_authorized_operations`` bit field (KIP-430): with no authorizer, as Kafka
-    without one, a principal may do everything the resource type offers; the "omitted"
-    sentinel when the request did not ask."""
-    if not requested:
-        return AUTHORIZED_OPERATIONS_OMITTED
-    return sum(1 << op for op in operations)
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -164,6 +157,9 @@ class BrokerSettings:
     failed_authentication_delay_ms: int = 100
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_interval_ms: int = 10_000
+    authorizer: bool = False  # authorizer.class.name is Kafka's StandardAuthorizer
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -175,6 +171,12 @@ class BrokerSettings:
         listeners = _served_listeners(
             b.listeners, b.advertised_listeners, controller, protocols, config.properties
         )
+        authorizer = b.authorizer_class_name.strip()
+        if authorizer not in ("", STANDARD_AUTHORIZER):
+            raise InvalidConfigError(
+                "authorizer.class.name",
+                f"{authorizer!r}: kafkalog serve has {STANDARD_AUTHORIZER} (or none)",
+            )
         return cls(
             node_id=b.node_id,
             listeners=listeners,
@@ -202,6 +204,9 @@ class BrokerSettings:
             transaction_abort_interval_ms=(
                 config.manager.transaction_abort_timed_out_transaction_cleanup_interval_ms
             ),
+            authorizer=bool(authorizer),
+            super_users=tuple(u.strip() for u in b.super_users.split(";") if u.strip()),
+            allow_everyone_if_no_acl_found=b.allow_everyone_if_no_acl_found,
         )
 
 
@@ -252,6 +257,43 @@ class BrokerContext:
         self.on_append: Callable[[], None] = lambda: None
         self.transactions: TransactionVerifier | None = None  # set when a coordinator runs
         self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start
+        # authorizer.class.name's: None authorizes everything, as Kafka without an authorizer
+        self.authorizer: StandardAuthorizer | None = None
+
+    def allowed(
+        self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str
+    ) -> bool:
+        """Whether the request's principal, from its host, may do ``operation`` on the
+        resource (Kafka's AuthHelper.authorize)."""
+        authorizer = self.authorizer
+        return authorizer is None or authorizer.authorize(
+            request.principal, request.client_host, operation, resource_type, name
+        )
+
+    def allowed_on_some(
+        self, request: Request, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type
+        (AuthHelper.authorizeByResourceType)."""
+        authorizer = self.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(
+            request.principal, request.client_host, operation, resource_type
+        )
+
+    def authorized_operations(
+        self, request: Request, requested: bool, resource_type: ResourceType, name: str
+    ) -> int:
+        """The KIP-430 ``*_authorized_operations`` bit field of the request's principal on
+        the resource, or Kafka's "omitted" sentinel when the request did not ask; without an
+        authorizer, everything the resource type offers."""
+        if not requested:
+            return AUTHORIZED_OPERATIONS_OMITTED
+        authorizer = self.authorizer
+        if authorizer is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        return authorizer.authorized_operations(
+            request.principal, request.client_host, resource_type, name
+        )
 
     def advertised_for(self, listener: str) -> Listener:
         """The address a client that came in through ``listener`` is told to use (Kafka

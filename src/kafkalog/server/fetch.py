@@ -8,9 +8,11 @@ transport sends with ``sendfile`` (``fetch_response.py``). A fetch that finds fe
 ``min_bytes`` says so, and the transport waits for an append or for ``max_wait_ms`` and asks
 again (Kafka's DelayedFetch).
 
-Refuses: replica fetches (``replica_id`` >= 0: there are no followers), and fetch sessions
+Refuses: replica fetches (``replica_id`` >= 0: there are no followers); fetch sessions
 (KIP-227): it answers every fetch in full with session id 0, which every client takes as
-"sessions unsupported" and keeps sending full requests.
+"sessions unsupported" and keeps sending full requests; and a topic the principal may not READ
+(Fetch) or DESCRIBE (ListOffsets), with TOPIC_AUTHORIZATION_FAILED before the topic is looked
+up, as KafkaApis answers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kafkalog.protocol.fetch_frame import (
     TopicResponse,
 )
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.types import IsolationLevel
 
@@ -56,8 +59,14 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
     body, version = request.body, request.api_version
     isolation = _isolation(getattr(body, "isolation_level", 0))
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
-    if body.replica_id >= 0:
-        return FetchResult(FetchResponseData(ErrorCode.not_leader_or_follower.value), True, 0)
+    if body.replica_id >= 0:  # a follower's: CLUSTER_ACTION first, as KafkaApis asks
+        allowed = ctx.allowed(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        )
+        code = (
+            ErrorCode.not_leader_or_follower if allowed else ErrorCode.cluster_authorization_failed
+        )
+        return FetchResult(FetchResponseData(code.value), True, 0)
     remaining = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     errors = False
@@ -65,6 +74,14 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
     try:
         for topic in body.topics:
             out = TopicResponse(topic.topic)
+            if not ctx.allowed(request, AclOperation.READ, ResourceType.TOPIC, topic.topic):
+                refused = ErrorCode.topic_authorization_failed.value
+                out.partitions.extend(
+                    PartitionResponse(p.partition, refused) for p in topic.partitions
+                )
+                errors = errors or bool(topic.partitions)
+                response.topics.append(out)
+                continue
             for part in topic.partitions:
                 data = _fetch_partition(
                     ctx, topic.topic, part, isolation, remaining, first=total == 0
@@ -143,12 +160,17 @@ def handle_list_offsets(ctx: BrokerContext, request: Request) -> Any:
     topics = []
     for topic in body.topics:
         partitions = []
+        may = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for part in topic.partitions:
             code, ts, offset, epoch = ErrorCode.none, -1, -1, -1
             try:
-                found = ctx.manager.get_log(topic.name, part.partition_index).list_offsets(
-                    part.timestamp, isolation or IsolationLevel.READ_UNCOMMITTED
-                )
+                found = None
+                if may:
+                    found = ctx.manager.get_log(topic.name, part.partition_index).list_offsets(
+                        part.timestamp, isolation or IsolationLevel.READ_UNCOMMITTED
+                    )
+                else:
+                    code = ErrorCode.topic_authorization_failed
             except KafkaLogError as err:
                 code, found = error_code(err), None
             if found is not None:

@@ -6,7 +6,10 @@ coordinator; this module parses each request version, applies Kafka's checks (se
 timeout bounds), calls the coordinator's groups and builds each version's response.
 FindCoordinator answers for both coordinators (key type 0, groups; 1, transactional ids):
 this one broker is both, and it creates a missing coordinator topic first. Refuses: other key
-types (share groups, KIP-932) and KIP-848 member epochs.
+types (share groups, KIP-932), KIP-848 member epochs, and, as KafkaApis does, a group the
+principal may not READ (DESCRIBE for FindCoordinator; a transactional id likewise) with
+GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before the group is
+touched.
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ from kafkalog.coordinator.group_member import JoinRequest
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.internal_topics import ensure_internal_topic
 from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC
 
 logger = logging.getLogger("kafkalog.server")
+
+
+def _may_read(ctx: BrokerContext, request: Request, group_id: str) -> bool:
+    return ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, group_id)
 
 
 def _ms(value: Any) -> int:
@@ -40,9 +48,19 @@ async def find_coordinator(coord: GroupCoordinator, ctx: BrokerContext, request:
     key_type = getattr(body, "key_type", 0)
     code = ErrorCode.none if key_type in (0, 1) else ErrorCode.invalid_request
     message = None if code is ErrorCode.none else f"unknown coordinator key type {key_type}"
-    if code is ErrorCode.none:
-        # the coordinator's topic is created at the first lookup, and the client asks
-        # again meanwhile (Kafka's KafkaApis.getCoordinator)
+    refusal = (
+        (ResourceType.GROUP, ErrorCode.group_authorization_failed)
+        if key_type == 0
+        else (ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed)
+    )
+    refused = {
+        k
+        for k in keys
+        if code is ErrorCode.none and not ctx.allowed(request, AclOperation.DESCRIBE, refusal[0], k)
+    }
+    if code is ErrorCode.none and len(refused) < len(keys):
+        # the coordinator's topic is created at the first lookup a principal may make, and
+        # the client asks again meanwhile (Kafka's KafkaApis.getCoordinator)
         topic = OFFSETS_TOPIC if key_type == 0 else TRANSACTION_TOPIC
         if topic not in ctx.manager.topics():
             try:
@@ -54,6 +72,12 @@ async def find_coordinator(coord: GroupCoordinator, ctx: BrokerContext, request:
         node, host, port = -1, "", -1
     else:
         host, port = where.host, where.port
+
+    def answer(key: str) -> tuple[int, str, int, ErrorCode, str | None]:
+        if key in refused:
+            return -1, "", -1, refusal[1], None
+        return node, host, port, code, message
+
     if version >= 4:
         return make(
             mod,
@@ -64,25 +88,21 @@ async def find_coordinator(coord: GroupCoordinator, ctx: BrokerContext, request:
                     mod,
                     "Coordinator",
                     key=k,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=code,
-                    error_message=message,
+                    node_id=n,
+                    host=h,
+                    port=p,
+                    error_code=c,
+                    error_message=m,
                 )
                 for k in keys
+                for n, h, p, c, m in (answer(k),)
             ),
         )
+    n, h, p, c, m = answer(body.key)
     return make(
-        mod,
-        "FindCoordinatorResponse",
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=message,
-        node_id=node,
-        host=host,
-        port=port,
-    )
+        mod, "FindCoordinatorResponse", throttle_time=NO_THROTTLE, error_code=c,
+        error_message=m, node_id=n, host=h, port=p,
+    )  # fmt: skip
 
 
 async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
@@ -91,8 +111,10 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
     session = _ms(body.session_timeout)
     rebalance = _ms(body.rebalance_timeout) if version >= 1 else session
     settings = ctx.settings
-    if not body.group_id:
-        result_error: ErrorCode | None = ErrorCode.invalid_group_id
+    if not _may_read(ctx, request, body.group_id):
+        result_error: ErrorCode | None = ErrorCode.group_authorization_failed
+    elif not body.group_id:
+        result_error = ErrorCode.invalid_group_id
     elif not settings.min_session_timeout_ms <= session <= settings.max_session_timeout_ms:
         result_error = ErrorCode.invalid_session_timeout
     else:
@@ -115,7 +137,7 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
             member_id=body.member_id,
             group_instance_id=getattr(body, "group_instance_id", None),
             client_id=request.client_id or "",
-            client_host="/127.0.0.1",
+            client_host=f"/{request.client_host or '127.0.0.1'}",
             session_timeout_ms=session,
             rebalance_timeout_ms=rebalance,
             protocol_type=body.protocol_type,
@@ -145,12 +167,14 @@ async def sync_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.SYNC_GROUP, version, True)
     group = coord.groups.get(body.group_id)
-    if group is None:
+    if group is None or not _may_read(ctx, request, body.group_id):
         return make(
             mod,
             "SyncGroupResponse",
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.unknown_member_id,
+            error_code=ErrorCode.unknown_member_id
+            if _may_read(ctx, request, body.group_id)
+            else ErrorCode.group_authorization_failed,
             assignment=b"",
         )
     result = await group.sync(
@@ -175,7 +199,9 @@ async def heartbeat(coord: GroupCoordinator, ctx: BrokerContext, request: Reques
     mod = payload_module(ApiKey.HEARTBEAT, request.api_version, True)
     group = coord.groups.get(body.group_id)
     code = (
-        ErrorCode.unknown_member_id
+        ErrorCode.group_authorization_failed
+        if not _may_read(ctx, request, body.group_id)
+        else ErrorCode.unknown_member_id
         if group is None
         else group.heartbeat(
             body.member_id, body.generation_id, getattr(body, "group_instance_id", None)
@@ -192,6 +218,11 @@ async def leave_group(coord: GroupCoordinator, ctx: BrokerContext, request: Requ
         if version >= 3
         else [(body.member_id, None)]
     )
+    if not _may_read(ctx, request, body.group_id):
+        return make(
+            mod, "LeaveGroupResponse", throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.group_authorization_failed, members=(),
+        )  # fmt: skip
     group = coord.groups.get(body.group_id)
     codes = [
         ErrorCode.unknown_member_id if group is None else group.leave(m, i) for m, i in leaving

@@ -7,8 +7,12 @@ every offset it acknowledged. Fetching and describing read the coordinator's mem
 expire as KIP-211 says: an empty group's ``offsets.retention.minutes`` after it became empty.
 Refuses: commits that break Kafka's rules (a member of another generation, a group completing
 a rebalance, metadata over ``offset.metadata.max.bytes``, a partition that does not exist),
-each with Kafka's per-partition code, deleting a group that still has members, and deleting
-the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC).
+each with Kafka's per-partition code, deleting a group that still has members, deleting
+the offsets of a topic a live consumer group is subscribed to (GROUP_SUBSCRIBED_TO_TOPIC), and,
+as KafkaApis does, what the principal's ACLs do not allow: READ on the group to commit (and on
+each topic), DESCRIBE to fetch offsets or describe, DELETE to delete (GROUP_ or
+TOPIC_AUTHORIZATION_FAILED); ListGroups shows only the groups it may describe, unless it may
+describe the cluster.
 """
 
 from __future__ import annotations
@@ -23,17 +27,26 @@ from kafkalog.coordinator.offsets_retention import CONSUMER_PROTOCOL, subscribed
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.server.context import GROUP_OPERATIONS, NO_THROTTLE, authorized_operations
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 
 if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator
 
 
-async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
+def _may(ctx: BrokerContext, request: Request, op: AclOperation, kind: ResourceType) -> Any:
+    return lambda name: ctx.allowed(request, op, kind, name)
+
+
+async def offset_commit(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.OFFSET_COMMIT, version, True)
     group_id = body.group_id
+    if not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, group_id):
+        refused = {(t.name, p.partition_index): ErrorCode.group_authorization_failed
+                   for t in body.topics for p in t.partitions}  # fmt: skip
+        return commit_response(mod, "OffsetCommit", body.topics, refused)
     group = coord.groups.get(group_id)
     generation = body.generation_id_or_member_epoch
     instance = getattr(body, "group_instance_id", None)
@@ -42,7 +55,8 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
         error = group.commit_error(body.member_id, generation, instance)
     elif error is None and (generation >= 0 or body.member_id):
         error = ErrorCode.unknown_member_id  # a member of a group the coordinator does not know
-    codes, rows, commits = commit_rows(coord.ctx, group_id, body.topics, error)
+    may_read = _may(ctx, request, AclOperation.READ, ResourceType.TOPIC)
+    codes, rows, commits = commit_rows(coord.ctx, group_id, body.topics, error, may_read)
     if rows:
         async with coord.commit_lock:
             try:
@@ -55,13 +69,23 @@ async def offset_commit(coord: GroupCoordinator, request: Request) -> Any:
     return commit_response(mod, "OffsetCommit", body.topics, codes)
 
 
-def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, v8: bool) -> Any:
+def _fetch_group(
+    coord: GroupCoordinator,
+    mod: Any,
+    group_id: str,
+    topics: Any,
+    v8: bool,
+    may_describe: Any = lambda topic: True,
+) -> Any:
+    """The group's offsets of ``topics`` (None: all it has): a topic the principal may not
+    describe is TOPIC_AUTHORIZATION_FAILED when named, and left out of "all"."""
     group = coord.groups.get(group_id)
     offsets = group.offsets if group is not None else {}
     if topics is None:
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(offsets):
-            wanted.setdefault(topic, []).append(partition)
+            if may_describe(topic):
+                wanted.setdefault(topic, []).append(partition)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in topics}
     names = (
@@ -71,6 +95,12 @@ def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, 
     )
 
     def entry(topic: str, index: int) -> Any:
+        if not may_describe(topic):
+            return make(
+                mod, names[1], partition_index=index, committed_offset=-1,
+                committed_leader_epoch=-1, metadata="",
+                error_code=ErrorCode.topic_authorization_failed,
+            )  # fmt: skip
         found = offsets.get((topic, index))
         return make(
             mod,
@@ -88,9 +118,12 @@ def _fetch_group(coord: GroupCoordinator, mod: Any, group_id: str, topics: Any, 
     )
 
 
-async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
+async def offset_fetch(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.OFFSET_FETCH, version, True)
+    may_describe = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC)
+    group_ok = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP)
+    refused = ErrorCode.group_authorization_failed
     if version >= 8:
         groups = tuple(
             make(
@@ -98,12 +131,25 @@ async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
                 "OffsetFetchResponseGroup",
                 group_id=g.group_id,
                 error_code=ErrorCode.none,
-                topics=_fetch_group(coord, mod, g.group_id, g.topics, True),
+                topics=_fetch_group(coord, mod, g.group_id, g.topics, True, may_describe),
+            )
+            if group_ok(g.group_id)
+            else make(
+                mod,
+                "OffsetFetchResponseGroup",
+                group_id=g.group_id,
+                error_code=refused,
+                topics=(),
             )
             for g in body.groups
         )
         return make(mod, "OffsetFetchResponse", throttle_time=NO_THROTTLE, groups=groups)
-    topics = _fetch_group(coord, mod, body.group_id, body.topics, False)
+    if not group_ok(body.group_id):
+        return make(
+            mod, "OffsetFetchResponse", throttle_time=NO_THROTTLE, error_code=refused,
+            topics=(),
+        )  # fmt: skip
+    topics = _fetch_group(coord, mod, body.group_id, body.topics, False, may_describe)
     return make(
         mod,
         "OffsetFetchResponse",
@@ -113,12 +159,21 @@ async def offset_fetch(coord: GroupCoordinator, request: Request) -> Any:
     )
 
 
-async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
+async def describe_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_GROUPS, request.api_version, True)
     asked = getattr(request.body, "include_authorized_operations", False)
 
+    def authorized_operations(group_id: str) -> int:
+        return ctx.authorized_operations(request, asked, ResourceType.GROUP, group_id)
+
     def described(group_id: str) -> Any:
         group = coord.groups.get(group_id)
+        if not ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            return make(
+                mod, "DescribedGroup", error_code=ErrorCode.group_authorization_failed,
+                group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                members=(), authorized_operations=-(2**31),
+            )  # fmt: skip
         if group is None:
             return make(
                 mod,
@@ -129,7 +184,7 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
                 protocol_type="",
                 protocol_data="",
                 members=(),
-                authorized_operations=authorized_operations(asked, GROUP_OPERATIONS),
+                authorized_operations=authorized_operations(group_id),
             )
         stable = group.state is GroupState.STABLE
         protocol = group.protocol_name or ""
@@ -155,15 +210,17 @@ async def describe_groups(coord: GroupCoordinator, request: Request) -> Any:
             protocol_type=group.protocol_type or "",
             protocol_data=protocol if stable else "",
             members=members,
-            authorized_operations=authorized_operations(asked, GROUP_OPERATIONS),
+            authorized_operations=authorized_operations(group_id),
         )
 
     groups = tuple(described(g) for g in request.body.groups)
     return make(mod, "DescribeGroupsResponse", throttle_time=NO_THROTTLE, groups=groups)
 
 
-async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
+async def list_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.LIST_GROUPS, request.api_version, True)
+    every = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+    may_describe = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP)
     states = {s.lower() for s in getattr(request.body, "states_filter", ())}
     # v5 (KIP-848's kafka-groups.sh --list --type): every group here is a classic one
     types = {t.lower() for t in getattr(request.body, "types_filter", ())}
@@ -185,7 +242,7 @@ async def list_groups(coord: GroupCoordinator, request: Request) -> Any:
             group_type="classic",
         )
         for g in coord.groups.values()
-        if not states or g.state.value.lower() in states
+        if (not states or g.state.value.lower() in states) and (every or may_describe(g.group_id))
     ]
     return make(
         mod,
@@ -205,12 +262,14 @@ def _all_offsets(coord: GroupCoordinator, group: Group) -> list[tuple[str, int]]
     return list(tps)
 
 
-async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
+async def delete_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DELETE_GROUPS, request.api_version, True)
     results = []
     for group_id in request.body.groups_names:
         group: Group | None = coord.groups.get(group_id)
-        if group is None:
+        if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            code = ErrorCode.group_authorization_failed
+        elif group is None:
             code = ErrorCode.group_id_not_found
         elif group.members:
             code = ErrorCode.non_empty_group
@@ -223,7 +282,7 @@ async def delete_groups(coord: GroupCoordinator, request: Request) -> Any:
     return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
+async def offset_delete(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     """``kafka-consumer-groups --delete-offsets`` (KIP-496): an empty group loses the given
     offsets; a live consumer group only those of topics no member subscribes to; a live group
     of another protocol none (NON_EMPTY_GROUP)."""
@@ -231,7 +290,10 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
     mod = payload_module(ApiKey.OFFSET_DELETE, request.api_version, True)
     group: Group | None = coord.groups.get(body.group_id)
     top = ErrorCode.none
-    if not body.group_id:
+    may_read = _may(ctx, request, AclOperation.READ, ResourceType.TOPIC)
+    if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        top = ErrorCode.group_authorization_failed
+    elif not body.group_id:
         top = ErrorCode.invalid_group_id
     elif group is None or group.state is GroupState.DEAD:
         top = ErrorCode.group_id_not_found
@@ -246,7 +308,9 @@ async def offset_delete(coord: GroupCoordinator, request: Request) -> Any:
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if not 0 <= p.partition_index < known.get(topic.name, 0):
+            if not may_read(topic.name):
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif not 0 <= p.partition_index < known.get(topic.name, 0):
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             elif subscribed is None or topic.name in subscribed:
                 codes[tp] = ErrorCode.group_subscribed_to_topic

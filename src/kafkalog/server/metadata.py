@@ -1,4 +1,5 @@
-"""Metadata, CreateTopics and DeleteTopics: the topics a client sees and changes.
+"""Metadata, CreateTopics, CreatePartitions and DeleteTopics: the topics a client sees and
+changes, each topic authorized as KafkaApis and ControllerApis authorize it.
 
 Why: every client starts with Metadata to learn the partitions and their leader; on a single
 node the answer is this broker for every partition, leader epoch 0, itself the one replica and
@@ -6,7 +7,10 @@ the whole ISR. A Metadata request for a missing topic creates it when
 ``auto.create.topics.enable`` is on and the client allows it, as Kafka's broker does.
 
 Refuses: a replication factor other than 1 (or -1, the default) and replica assignments naming
-another broker, with Kafka's INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT.
+another broker, with Kafka's INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT; a topic
+the principal may not DESCRIBE (Metadata leaves it out of "every topic" and answers
+TOPIC_AUTHORIZATION_FAILED for it by name, whether it exists or not), create (CREATE on the
+cluster or the topic), ALTER (new partitions) or DELETE, with TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -27,14 +31,12 @@ from kafkalog.log.config import LogConfig
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    CLUSTER_OPERATIONS,
     NO_THROTTLE,
-    TOPIC_OPERATIONS,
     ZERO_UUID,
     BrokerContext,
-    authorized_operations,
 )
 from kafkalog.server.internal_topics import (
     ensure_internal_topic,
@@ -94,7 +96,11 @@ def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
     )
 
 
-def _topic_entry(ctx: BrokerContext, mod: Any, topic: str, partitions: int, operations: int) -> Any:
+def _topic_entry(
+    ctx: BrokerContext, request: Request, mod: Any, topic: str, partitions: int
+) -> Any:
+    asked = getattr(request.body, "include_topic_authorized_operations", False)
+    operations = ctx.authorized_operations(request, asked, ResourceType.TOPIC, topic)
     return make(
         mod,
         "MetadataResponseTopic",
@@ -125,12 +131,14 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.METADATA, version, True)
     known = ctx.manager.topics()
     wanted = body.topics
-    topic_ops = authorized_operations(
-        getattr(body, "include_topic_authorized_operations", False), TOPIC_OPERATIONS
-    )
     topics: list[Any] = []
+    describe, topic = AclOperation.DESCRIBE, ResourceType.TOPIC
     if wanted is None or (version == 0 and not wanted):
-        topics = [_topic_entry(ctx, mod, t, n, topic_ops) for t, n in sorted(known.items())]
+        topics = [
+            _topic_entry(ctx, request, mod, t, n)
+            for t, n in sorted(known.items())
+            if ctx.allowed(request, describe, topic, t)
+        ]
     else:
         by_id = None
         allow_create = getattr(body, "allow_auto_topic_creation", True)
@@ -142,14 +150,23 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
                 if name is None:
                     topics.append(_missing(mod, None, ErrorCode.unknown_topic_id))
                     continue
+                if not ctx.allowed(request, describe, topic, name):
+                    topics.append(_missing(mod, None, ErrorCode.topic_authorization_failed))
+                    continue
+            if not ctx.allowed(request, describe, topic, name):
+                topics.append(_missing(mod, name, ErrorCode.topic_authorization_failed))
+                continue
             if name not in known and allow_create and ctx.settings.auto_create_topics:
+                if not _may_create(ctx, request, name):
+                    topics.append(_missing(mod, name, ErrorCode.topic_authorization_failed))
+                    continue
                 code = _auto_create(ctx, name)
                 if code is not ErrorCode.none:
                     topics.append(_missing(mod, name, code))
                     continue
                 known = ctx.manager.topics()
             if name in known:
-                topics.append(_topic_entry(ctx, mod, name, known[name], topic_ops))
+                topics.append(_topic_entry(ctx, request, mod, name, known[name]))
             else:
                 topics.append(_missing(mod, name, ErrorCode.unknown_topic_or_partition))
     advertised = ctx.advertised_for(request.listener)
@@ -170,10 +187,20 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
         cluster_id=ctx.cluster_id,
         controller_id=ctx.settings.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=authorized_operations(
-            getattr(body, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS
+        cluster_authorized_operations=ctx.authorized_operations(
+            request,
+            getattr(body, "include_cluster_authorized_operations", False),
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
         ),
     )
+
+
+def _may_create(ctx: BrokerContext, request: Request, topic: str) -> bool:
+    """CREATE on the cluster, or on the topic (KafkaApis' auto-creation and CreateTopics)."""
+    return ctx.allowed(
+        request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME
+    ) or ctx.allowed(request, AclOperation.CREATE, ResourceType.TOPIC, topic)
 
 
 def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
@@ -202,7 +229,10 @@ def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.CREATE_TOPICS, version, True)
     results = []
     for topic in body.topics:
-        code, message, partitions = _create_one(ctx, topic, validate_only=body.validate_only)
+        if _may_create(ctx, request, topic.name):
+            code, message, partitions = _create_one(ctx, topic, validate_only=body.validate_only)
+        else:
+            code, message, partitions = ErrorCode.topic_authorization_failed, None, -1
         results.append(
             make(
                 mod,
@@ -216,6 +246,11 @@ def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
                 num_partitions=partitions if code is ErrorCode.none else -1,
                 replication_factor=1 if code is ErrorCode.none else -1,
                 configs=None if code is not ErrorCode.none else (),
+                topic_config_error_code=ErrorCode.none
+                if ctx.allowed(
+                    request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name
+                )
+                else ErrorCode.topic_authorization_failed,
             )
         )
     return make(mod, "CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))
@@ -278,6 +313,9 @@ def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
         try:
             if name is None:
                 raise UnknownTopicOrPartitionError("deleting a topic by id is not supported")
+            if not ctx.allowed(request, AclOperation.DELETE, ResourceType.TOPIC, name):
+                results.append(_not_deleted(mod, name))
+                continue
             ctx.manager.delete_topic(name)
             logger.info("deleted topic %r", name)
         except KafkaLogError as err:
@@ -295,6 +333,13 @@ def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
     return make(mod, "DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
+def _not_deleted(mod: Any, name: str) -> Any:
+    return make(
+        mod, "DeletableTopicResult", name=name, topic_id=ZERO_UUID,
+        error_code=ErrorCode.topic_authorization_failed, error_message=None,
+    )  # fmt: skip
+
+
 def handle_create_partitions(ctx: BrokerContext, request: Request) -> Any:
     """Grow topics to ``count`` partitions (``kafka-topics --alter --partitions``)."""
     body = request.body
@@ -304,7 +349,9 @@ def handle_create_partitions(ctx: BrokerContext, request: Request) -> Any:
         code, message = ErrorCode.none, None
         current = ctx.manager.topics().get(topic.name, 0)
         node = (ctx.settings.node_id,)
-        if current == 0:
+        if not ctx.allowed(request, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            code = ErrorCode.topic_authorization_failed
+        elif current == 0:
             code, message = ErrorCode.unknown_topic_or_partition, f"Topic {topic.name} not found."
         elif topic.count <= current:
             code = ErrorCode.invalid_partitions

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,21 +30,29 @@ Commit = tuple[tuple[str, int], OffsetAndMetadata]  # a partition and the offset
 
 
 def commit_rows(
-    ctx: CoordinatorContext, group_id: str, topics: Any, error: ErrorCode | None
+    ctx: CoordinatorContext,
+    group_id: str,
+    topics: Any,
+    error: ErrorCode | None,
+    may_read: Callable[[str], bool] = lambda topic: True,
 ) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, list[Commit]]:
     """Kafka's per-partition checks of an OffsetCommit or TxnOffsetCommit: each partition's
     code, the records of those that pass, and their offsets (one per record, in the records'
-    order). ``error`` (the group's) fails all."""
+    order). A topic the principal may not READ (``may_read``) is refused first, then
+    ``error`` (the group's) fails the rest."""
     known = ctx.manager.topics()
     now = int(time.time() * 1000)
     codes: dict[tuple[str, int], ErrorCode] = {}
     rows: OffsetRows = []
     commits: list[Commit] = []
     for topic in topics:
+        readable = may_read(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if error is not None:
+            if not readable:
+                codes[tp] = ErrorCode.topic_authorization_failed
+            elif error is not None:
                 codes[tp] = error
             elif not 0 <= p.partition_index < known.get(topic.name, 0):
                 codes[tp] = ErrorCode.unknown_topic_or_partition

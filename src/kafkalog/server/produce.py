@@ -9,8 +9,11 @@ A transactional batch is let in only if the transaction coordinator says its par
 the producer's ongoing transaction, and its append happens under the coordinator's decision
 lock (KIP-890 part 1), so it cannot land after its transaction's marker.
 
-Refuses: ``acks`` other than 0, 1 and -1 (INVALID_REQUIRED_ACKS), and transactional batches
-without a transactional id, or with one no coordinator of this broker knows.
+Refuses: ``acks`` other than 0, 1 and -1 (INVALID_REQUIRED_ACKS), transactional batches
+without a transactional id, or with one no coordinator of this broker knows, and, as KafkaApis
+does, a topic the principal may not WRITE (TOPIC_AUTHORIZATION_FAILED, before it is looked
+up, so a missing topic is not told from a forbidden one) and a transactional id it may not
+WRITE (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from kafkalog.records.v2_layout import (
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
 )
+from kafkalog.server.authorizer import AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.internal_topics import check_produce_allowed
 from kafkalog.types import INT64_MAX, CompressionType
@@ -46,6 +50,7 @@ logger = logging.getLogger("kafkalog.server")
 MAGIC_V2 = 2
 ZSTD = int(CompressionType.ZSTD)
 _BATCH_LENGTH = struct.Struct(">i")
+TRANSACTIONAL_FLAG = 0x10  # the low attributes byte's bit 4
 
 
 def _partition(
@@ -156,6 +161,23 @@ def appends_on_the_loop(ctx: BrokerContext, request: Request) -> bool:
     return True
 
 
+def _has_transactional_records(body: Any) -> bool:
+    """Whether any partition's first batch is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords, which decides whether the transactional id is
+    authorized)."""
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if (
+                records is not None
+                and len(records) >= RECORD_BATCH_OVERHEAD
+                and records[MAGIC_OFFSET] == MAGIC_V2
+                and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG
+            ):
+                return True
+    return False
+
+
 def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
     """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
     body, version = request.body, request.api_version
@@ -163,11 +185,31 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
     acks = body.acks
     wrote = False
     topics = []
+    checked = ctx.authorizer is not None
+    refused_all = (
+        checked
+        and body.transactional_id is not None
+        and _has_transactional_records(body)
+        and not ctx.allowed(
+            request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+        )
+    )
     for topic in body.topic_data:
         partitions = []
+        refused = (
+            ErrorCode.transactional_id_authorization_failed
+            if refused_all
+            else ErrorCode.topic_authorization_failed
+            if checked
+            and not ctx.allowed(request, AclOperation.WRITE, ResourceType.TOPIC, topic.name)
+            else None
+        )
         for part in topic.partition_data:
             if acks not in (0, 1, -1):
                 partitions.append(_partition(mod, part.index, ErrorCode.invalid_required_acks))
+                continue
+            if refused is not None:
+                partitions.append(_partition(mod, part.index, refused))
                 continue
             try:
                 check_produce_allowed(topic.name, request.client_id)

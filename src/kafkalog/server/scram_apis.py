@@ -8,7 +8,8 @@ iteration count, and the server keeps the stored and server keys Kafka's ScramFo
 derives from them. A change is durable in the first log directory before it is answered and
 applies to connections made from then on. Refuses, with Kafka's per-user codes: an unknown
 mechanism, iterations outside 4096-16384, an empty user name, a user altered twice in one
-request, the deletion or description of a credential that does not exist.
+request, the deletion or description of a credential that does not exist; and a principal
+without DESCRIBE (ALTER) on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.scram_store import (
     MAX_ITERATIONS,
@@ -49,6 +51,11 @@ def _credential(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> 
 
 def handle_describe_user_scram_credentials(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version, True)
+    if not ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(
+            mod, "DescribeUserScramCredentialsResponse", throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, error_message=None, results=(),
+        )  # fmt: skip
     stored = load_credentials(ctx.manager.log_dirs[0])
     users: dict[str, list[tuple[int, int]]] = {}
     ids = {name: key for key, name in MECHANISM_IDS.items()}
@@ -90,16 +97,19 @@ def handle_describe_user_scram_credentials(ctx: BrokerContext, request: Request)
 
 
 def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Request) -> Any:
+    if not ctx.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        body = request.body
+        refused = (ErrorCode.cluster_authorization_failed, None)
+        return _altered(request, {i.name: refused for i in (*body.deletions, *body.upsertions)})
     with _ALTERING:
         return _alter(ctx, request)
 
 
 def _alter(ctx: BrokerContext, request: Request) -> Any:
-    mod = payload_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, request.api_version, True)
     body = request.body
     log_dir = ctx.manager.log_dirs[0]
     stored = load_credentials(log_dir)
-    errors: dict[str, tuple[ErrorCode, str]] = {}  # the first refusal of each user
+    errors: dict[str, tuple[ErrorCode, str | None]] = {}  # the first refusal of each user
     seen: dict[tuple[str, int], int] = {}
     for item in (*body.deletions, *body.upsertions):
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
@@ -143,14 +153,21 @@ def _alter(ctx: BrokerContext, request: Request) -> Any:
     if changed != stored:
         save_credentials(log_dir, changed)  # durable before anyone is told
         ctx.scram_credentials = changed  # connections made from now on
+    return _altered(request, errors)
+
+
+def _altered(request: Request, errors: dict[str, tuple[ErrorCode, str | None]]) -> Any:
+    """The answer: each user of the request once, with its first refusal if it had one."""
+    mod = payload_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, request.api_version, True)
+    body = request.body
     users = dict.fromkeys(item.name for item in (*body.deletions, *body.upsertions))
     results = tuple(
         make(
             mod,
             "AlterUserScramCredentialsResult",
             user=user,
-            error_code=errors.get(user, (ErrorCode.none, ""))[0],
-            error_message=errors[user][1] if user in errors else None,
+            error_code=errors.get(user, (ErrorCode.none, None))[0],
+            error_message=errors.get(user, (ErrorCode.none, None))[1],
         )
         for user in users
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import InvalidConfigError
+from kafkalog.server.principal import principal_mapper
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -37,6 +38,8 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = field(default_factory=dict)
+    # ssl.principal.mapping.rules: a TLS client certificate's subject DN -> its principal name
+    principal_mapping_rules: str = "DEFAULT"
 
     @property
     def sasl(self) -> bool:
@@ -125,7 +128,9 @@ def listener_security(protocol: str, listener: str, props: Mapping[str, Any]) ->
         raise InvalidConfigError("listener.security.protocol.map", f"unknown protocol {protocol!r}")
     context = _ssl_context(props, listener) if protocol.endswith("SSL") else None
     if not protocol.startswith("SASL_"):
-        return ListenerSecurity(protocol, context)
+        rules = str(_get(props, listener, "ssl.principal.mapping.rules", "DEFAULT"))
+        principal_mapper(rules)  # a rule that does not parse stops the start, naming the key
+        return ListenerSecurity(protocol, context, principal_mapping_rules=rules)
     enabled = str(_get(props, listener, "sasl.enabled.mechanisms", "GSSAPI"))
     wanted = tuple(m.strip().upper() for m in enabled.split(",") if m.strip())
     unknown = [m for m in wanted if m not in SERVED_MECHANISMS]

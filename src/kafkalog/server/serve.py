@@ -24,8 +24,16 @@ from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.manager import LogManager
 from kafkalog.manager.server_config import ServerConfig
+from kafkalog.server.acl_store import load_acls
 from kafkalog.server.apis import Broker, KafkaApis
-from kafkalog.server.context import BrokerContext, BrokerSettings, Listener
+from kafkalog.server.authorizer import StandardAuthorizer
+from kafkalog.server.context import (
+    STANDARD_AUTHORIZER,
+    BrokerContext,
+    BrokerSettings,
+    Listener,
+    ServedListener,
+)
 from kafkalog.server.handler_pool import RequestHandlerPool
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
@@ -119,6 +127,12 @@ class KafkaServer:
             context.broker_properties = self.config.properties
             if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
+            if self.settings.authorizer:
+                context.authorizer = StandardAuthorizer(
+                    load_acls(self.config.log_dirs[0], manager.kraft_acls),
+                    super_users=self.settings.super_users,
+                    allow_everyone_if_no_acl_found=self.settings.allow_everyone_if_no_acl_found,
+                )
             apis = await self._build(context)
             channel = self._channel = RequestChannel(self.settings)
             transports = [Transport(apis, served, channel) for served in self.settings.listeners]
@@ -143,15 +157,7 @@ class KafkaServer:
         manager.start()
         self.manager, self._transports = manager, transports
         for transport in transports:
-            served = transport.listener
-            if not served.security.authenticated:
-                logger.warning(
-                    "the %s listener accepts clients without authentication: anyone who can "
-                    "reach port %d can read and write every topic (use SASL_SSL, "
-                    "SASL_PLAINTEXT or SSL with ssl.client.auth=required to require it)",
-                    served.name,
-                    transport.port,
-                )
+            _warn_if_open(transport.listener, transport.port, self.settings.authorizer)
         logger.info(
             "kafkalog serve started: listening on %s, advertised as %s, log dirs %s",
             ", ".join(
@@ -290,3 +296,33 @@ def serve(
     finally:
         loop_box[0].call_soon_threadsafe(server.request_stop)
         thread.join()
+
+
+def _loopback(host: str) -> bool:
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def _warn_if_open(served: ServedListener, port: int, authorizer: bool) -> None:
+    """Kafka starts such a broker silently; a shared one should not be left open unnoticed.
+    Without an authorizer: a listener other hosts can reach without authenticating, or any
+    authenticated one (its every user may do everything)."""
+    if authorizer:
+        return
+    if not served.security.authenticated and not _loopback(served.bind.host):
+        logger.warning(
+            "the %s listener on port %d accepts clients from other hosts without "
+            "authentication: anyone who can reach it can read and write every topic (use "
+            "SASL_SSL, SASL_PLAINTEXT or SSL with ssl.client.auth=required, or bind it to "
+            "127.0.0.1)",
+            served.name,
+            port,
+        )
+    elif served.security.authenticated:
+        logger.warning(
+            "the %s listener on port %d authenticates its clients but nothing authorizes "
+            "them: every user may read, write and change everything (set "
+            "authorizer.class.name=%s and add ACLs)",
+            served.name,
+            port,
+            STANDARD_AUTHORIZER,
+        )

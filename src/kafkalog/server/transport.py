@@ -25,6 +25,7 @@ from kafkalog.protocol.fetch_frame import FetchFrame, OpenSlice
 from kafkalog.protocol.wire import FrameReader, InvalidRequestError
 from kafkalog.server.apis import AuthenticationFailedError, KafkaApis
 from kafkalog.server.context import BrokerSettings, ServedListener
+from kafkalog.server.principal import Peer, principal_mapper, subject_dn
 from kafkalog.server.sasl import SaslSession
 
 logger = logging.getLogger("kafkalog.server")
@@ -97,6 +98,7 @@ class Transport:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.port = 0
+        self._map_principal = principal_mapper(listener.security.principal_mapping_rules)
 
     async def start(self) -> None:
         bind = self.listener.bind
@@ -135,7 +137,7 @@ class Transport:
         self._connections.add(task)
         self.channel.opened(address)
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, self._peer(writer, address))
         except InvalidRequestError as err:
             logger.warning("closing connection from %s: %s", peer, err)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -149,7 +151,24 @@ class Transport:
             self.channel.closed(address)
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _peer(self, writer: asyncio.StreamWriter, address: str) -> Peer:
+        """Who the connection is before any SASL login: on an SSL listener, the subject of
+        the client's certificate as ``ssl.principal.mapping.rules`` maps it (one no rule
+        maps fails authentication: the connection is closed, as Kafka closes it)."""
+        name = self.listener.name
+        security = self.listener.security
+        certificate = writer.get_extra_info("peercert")
+        if security.protocol != "SSL" or not certificate:
+            return Peer(name, address)
+        dn = subject_dn(certificate)
+        mapped = self._map_principal(dn)
+        if mapped is None:
+            raise InvalidRequestError(f"no ssl.principal.mapping.rules rule maps {dn!r}")
+        return Peer(name, address, f"User:{mapped}")
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer
+    ) -> None:
         """Read frames ahead (``READ_AHEAD`` behind the one being answered; reading, and so
         the client's TCP window, pauses beyond that, or while the whole server holds
         ``queued.max.requests`` unanswered frames) while another task answers them in order.
@@ -162,7 +181,7 @@ class Transport:
         session = SaslSession(security, context.scram_credentials) if security.sasl else None
         active = _Activity(asyncio.get_running_loop())
         reading = asyncio.create_task(self._read_frames(reader, queue, held, session, active))
-        answering = asyncio.create_task(self._answer(queue, writer, held, session, active))
+        answering = asyncio.create_task(self._answer(queue, writer, held, session, active, peer))
         # a task of its own, not a timeout around each read: asyncio.wait_for in Python 3.11
         # can swallow the cancellation that stops a connection (gh-86296)
         watching = asyncio.create_task(
@@ -214,14 +233,14 @@ class Transport:
         held: list[int],
         session: SaslSession | None,
         active: _Activity,
+        peer: Peer,
     ) -> None:
-        name = self.listener.name
         while True:
             frame = await queue.get()
             release = _Slot(held, self.channel.release_slot).release
             try:
                 try:
-                    response = await self.apis.handle(frame, session, release, name)
+                    response = await self.apis.handle(frame, session, release, peer)
                 except AuthenticationFailedError as failed:
                     release()
                     writer.write(failed.response)  # Kafka's error and message, then close

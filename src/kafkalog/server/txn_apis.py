@@ -10,8 +10,10 @@ to ``__consumer_offsets`` as a transactional batch of the producer, and counts o
 marker is written (group_coordinator.complete_transaction).
 
 Refuses: AddPartitionsToTxn v4+ (broker-to-broker verification; this broker verifies in
-process), and TxnOffsetCommit for a partition the transaction has not added (AddOffsetsToTxn
-first, as Kafka's verification requires).
+process), TxnOffsetCommit for a partition the transaction has not added (AddOffsetsToTxn
+first, as Kafka's verification requires), and, as KafkaApis does, a transactional id the
+principal may not WRITE (DESCRIBE to describe or list it), a group it may not READ and a topic
+it may not WRITE (READ for offsets), with Kafka's authorization codes.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
-from kafkalog.server.context import NO_THROTTLE
+from kafkalog.server.authorizer import AclOperation, ResourceType
+from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
 from kafkalog.types import OFFSETS_TOPIC
 
@@ -50,9 +53,23 @@ def _fenced(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
     return code
 
 
-async def init_producer_id(txns: TransactionCoordinator, request: Request) -> Any:
+def _may_write_txn(ctx: BrokerContext, request: Request, transactional_id: str) -> bool:
+    return ctx.allowed(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+_TXN_REFUSED = ErrorCode.transactional_id_authorization_failed
+
+
+async def init_producer_id(
+    txns: TransactionCoordinator, ctx: BrokerContext, request: Request
+) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.INIT_PRODUCER_ID, version, True)
+    if not _may_write_txn(ctx, request, body.transactional_id):
+        return make(
+            mod, "InitProducerIdResponse", throttle_time=NO_THROTTLE, error_code=_TXN_REFUSED,
+            producer_id=-1, producer_epoch=-1,
+        )  # fmt: skip
     code, pid, epoch = await txns.init_producer_id(
         body.transactional_id,
         int(body.transaction_timeout.total_seconds() * 1000),
@@ -69,16 +86,34 @@ async def init_producer_id(txns: TransactionCoordinator, request: Request) -> An
     )
 
 
-async def add_partitions_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
+async def add_partitions_to_txn(
+    txns: TransactionCoordinator, ctx: BrokerContext, request: Request
+) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.ADD_PARTITIONS_TO_TXN, version, True)
     wanted = [(t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions]
-    codes = await txns.add_partitions(
-        body.v3_and_below_transactional_id,
-        body.v3_and_below_producer_id,
-        body.v3_and_below_producer_epoch,
-        wanted,
-    )
+    if not _may_write_txn(ctx, request, body.v3_and_below_transactional_id):
+        codes = dict.fromkeys(wanted, _TXN_REFUSED)
+    else:
+        refused = {
+            t.name
+            for t in body.v3_and_below_topics
+            if not ctx.allowed(request, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        }
+        if refused:  # none is added; the others were not attempted (KafkaApis)
+            codes = {
+                tp: ErrorCode.topic_authorization_failed
+                if tp[0] in refused
+                else ErrorCode.operation_not_attempted
+                for tp in wanted
+            }
+        else:
+            codes = await txns.add_partitions(
+                body.v3_and_below_transactional_id,
+                body.v3_and_below_producer_id,
+                body.v3_and_below_producer_epoch,
+                wanted,
+            )
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in codes.items():
         by_topic.setdefault(topic, []).append(
@@ -109,10 +144,16 @@ def _offsets_partition(txns: TransactionCoordinator, group_id: str) -> int:
     return partition_for(group_id, manager.topics()[OFFSETS_TOPIC])
 
 
-async def add_offsets_to_txn(txns: TransactionCoordinator, request: Request) -> Any:
+async def add_offsets_to_txn(
+    txns: TransactionCoordinator, ctx: BrokerContext, request: Request
+) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.ADD_OFFSETS_TO_TXN, version, True)
-    if not body.group_id:
+    if not _may_write_txn(ctx, request, body.transactional_id):
+        code = _TXN_REFUSED
+    elif not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        code = ErrorCode.group_authorization_failed
+    elif not body.group_id:
         code = ErrorCode.invalid_group_id
     else:
         try:
@@ -130,12 +171,15 @@ async def add_offsets_to_txn(txns: TransactionCoordinator, request: Request) -> 
     return make(mod, "AddOffsetsToTxnResponse", throttle_time=NO_THROTTLE, error_code=code)
 
 
-async def end_txn(txns: TransactionCoordinator, request: Request) -> Any:
+async def end_txn(txns: TransactionCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.END_TXN, version, True)
-    code = await txns.end_transaction(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.committed
-    )
+    if not _may_write_txn(ctx, request, body.transactional_id):
+        code = _TXN_REFUSED
+    else:
+        code = await txns.end_transaction(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+        )
     return make(
         mod, "EndTxnResponse", throttle_time=NO_THROTTLE, error_code=_fenced(code, version, 2)
     )
@@ -164,11 +208,21 @@ def _write_txn_offsets(
 
 
 async def txn_offset_commit(
-    groups: GroupCoordinator, txns: TransactionCoordinator, request: Request
+    groups: GroupCoordinator, txns: TransactionCoordinator, ctx: BrokerContext, request: Request
 ) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.TXN_OFFSET_COMMIT, version, True)
     group_id = body.group_id
+    whole = (
+        _TXN_REFUSED
+        if not _may_write_txn(ctx, request, body.transactional_id)
+        else ErrorCode.group_authorization_failed
+        if not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, group_id)
+        else None
+    )
+    if whole is not None:
+        refused = {(t.name, p.partition_index): whole for t in body.topics for p in t.partitions}
+        return commit_response(mod, "TxnOffsetCommit", body.topics, refused)
     generation = getattr(body, "generation_id", -1)
     member_id = getattr(body, "member_id", "")
     instance = getattr(body, "group_instance_id", None)
@@ -180,7 +234,10 @@ async def txn_offset_commit(
             if group is None
             else group.commit_error(member_id, generation, instance)
         )
-    codes, rows, commits = commit_rows(groups.ctx, group_id, body.topics, error)
+    may_read = lambda topic: ctx.allowed(  # noqa: E731
+        request, AclOperation.READ, ResourceType.TOPIC, topic
+    )
+    codes, rows, commits = commit_rows(groups.ctx, group_id, body.topics, error, may_read)
     if rows:
         async with groups.commit_lock:
             try:
@@ -198,7 +255,9 @@ async def txn_offset_commit(
     return commit_response(mod, "TxnOffsetCommit", body.topics, codes)
 
 
-async def list_transactions(txns: TransactionCoordinator, request: Request) -> Any:
+async def list_transactions(
+    txns: TransactionCoordinator, ctx: BrokerContext, request: Request
+) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.LIST_TRANSACTIONS, version, True)
     states = set(body.state_filters)
@@ -211,6 +270,9 @@ async def list_transactions(txns: TransactionCoordinator, request: Request) -> A
         if (not states or meta.state_name in states)
         and (not producers or meta.producer_id in producers)
         and (longer_than < 0 or (meta.start_ms >= 0 and now - meta.start_ms > longer_than))
+        and ctx.allowed(
+            request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, meta.transactional_id
+        )
     ]
     return make(
         mod,
@@ -237,15 +299,29 @@ _STATE_NAMES = {
 }  # fmt: skip
 
 
-async def describe_transactions(txns: TransactionCoordinator, request: Request) -> Any:
+async def describe_transactions(
+    txns: TransactionCoordinator, ctx: BrokerContext, request: Request
+) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version, True)
 
     def described(transactional_id: str) -> Any:
+        if not ctx.allowed(
+            request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            return make(
+                mod, "TransactionState", error_code=_TXN_REFUSED,
+                transactional_id=transactional_id, transaction_state="",
+                transaction_timeout=datetime.timedelta(0),
+                transaction_start_time=datetime.datetime.fromtimestamp(-1 / 1000, datetime.UTC),
+                producer_id=-1, producer_epoch=-1, topics=(),
+            )  # fmt: skip
         meta = txns.transactions.get(transactional_id)
         by_topic: dict[str, list[int]] = {}
         if meta is not None and meta.state not in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             for topic, partition in sorted(meta.partitions):
-                by_topic.setdefault(topic, []).append(partition)
+                # partitions of topics the principal may not describe are left out (KafkaApis)
+                if ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+                    by_topic.setdefault(topic, []).append(partition)
         start = -1 if meta is None else meta.start_ms
         return make(
             mod,

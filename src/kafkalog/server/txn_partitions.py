@@ -6,8 +6,10 @@ transaction, one whose coordinator will never write its marker, by sending the p
 leader an ABORT marker itself (WriteTxnMarkers, KIP-664). Both are storage operations of one
 partition, so they run on worker threads beside Produce.
 
-Refuses: markers for a partition this broker does not have (UNKNOWN_TOPIC_OR_PARTITION), and
-anything the log refuses (a stale coordinator epoch: TRANSACTION_COORDINATOR_FENCED).
+Refuses: markers for a partition this broker does not have (UNKNOWN_TOPIC_OR_PARTITION),
+anything the log refuses (a stale coordinator epoch: TRANSACTION_COORDINATOR_FENCED), and, as
+KafkaApis does, producers of a topic the principal may not READ (TOPIC_AUTHORIZATION_FAILED)
+and markers from a principal without CLUSTER_ACTION (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 
 
@@ -27,6 +30,12 @@ def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.DESCRIBE_PRODUCERS, request.api_version, True)
 
     def partition(topic: str, index: int) -> Any:
+        if not ctx.allowed(request, AclOperation.READ, ResourceType.TOPIC, topic):
+            return make(
+                mod, "PartitionResponse", partition_index=index,
+                error_code=ErrorCode.topic_authorization_failed, error_message=None,
+                active_producers=(),
+            )  # fmt: skip
         try:
             log = ctx.manager.get_log(topic, index)
         except KafkaLogError as err:
@@ -82,12 +91,23 @@ def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.WRITE_TXN_MARKERS, request.api_version, True)
     results = []
     wrote = False
+    may = ctx.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     for marker in request.body.markers:
         kind = "COMMIT" if marker.transaction_result else "ABORT"
         topics = []
         for topic in marker.topics:
             partitions = []
             for index in topic.partition_indexes:
+                if not may:
+                    partitions.append(
+                        make(
+                            mod,
+                            "WritableTxnMarkerPartitionResult",
+                            partition_index=index,
+                            error_code=ErrorCode.cluster_authorization_failed,
+                        )
+                    )
+                    continue
                 try:
                     ctx.manager.get_log(topic.name, index).append_end_txn_marker(
                         marker.producer_id, marker.producer_epoch, kind, marker.coordinator_epoch
