@@ -5,6 +5,7 @@ pytest run (the ``record_codec`` fixture)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +122,27 @@ def spark(record_codec: str) -> Iterator[object]:
     session = kafkalog.spark.local_session("kafkalog-tests")
     yield session
     session.stop()
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for localhost / 127.0.0.1 and a client certificate, as PEM
+    (the server's key store is its certificate and key in one file)."""
+    d = tmp_path_factory.mktemp("certs")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+             "ca.pem", "-days", "2", "-subj", "/CN=kafkalog-test-ca", cwd=d)  # fmt: skip
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+                 f"{name}.csr", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext",
+                 cwd=d)  # fmt: skip
+        (d / f"{name}.pem").write_text(
+            (d / f"{name}.crt").read_text() + (d / f"{name}.key").read_text()
+        )
+    return d

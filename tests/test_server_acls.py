@@ -238,3 +238,109 @@ def test_acls_set_on_kafka_protect_its_data_under_kafkalog(tmp_path: Path) -> No
         everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None,
                                       None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
         assert list(map(str, admin.describe_acls(everything).result(15))) == [str(binding)]
+
+
+def test_a_tls_client_is_its_mapped_certificate_subject(tmp_path: Path, certs: Path) -> None:
+    """On an SSL listener with client certificates, the principal is the certificate's subject
+    after ``ssl.principal.mapping.rules`` (``CN=client`` -> ``User:client``), and the ACLs of
+    that principal decide; a subject no rule maps is refused its connection."""
+    from confluent_kafka import Producer
+
+    from kafkalog.server.acl_store import save_acls
+    from kafkalog.server.authorizer import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+    )
+
+    tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "server.pem"),
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs / "ca.pem"),
+           "ssl.client.auth": "required", "listeners": "SSL://127.0.0.1:0",
+           "authorizer.class.name": STANDARD_AUTHORIZER}  # fmt: skip
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("mine", 1)
+        manager.create_topic("theirs", 1)
+    save_acls(tmp_path, [AclBinding(ResourceType.TOPIC, "mine", PatternType.LITERAL,
+                                    "User:client", "*", AclOperation.WRITE,
+                                    AclPermissionType.ALLOW)])  # fmt: skip
+    client = {"security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem"),
+              "ssl.certificate.location": str(certs / "client.crt"),
+              "ssl.key.location": str(certs / "client.key"),
+              "message.timeout.ms": 8000}  # fmt: skip
+
+    def produce(overrides: dict[str, str], topic: str) -> object:
+        with serve(tmp_path, overrides={**tls, **overrides}) as server:
+            producer = Producer({"bootstrap.servers": server.bootstrap_servers, **client})
+            outcome: list[object] = []
+            producer.produce(topic, b"x", partition=0, on_delivery=lambda e, _: outcome.append(e))
+            producer.flush(15)
+            return outcome[0] if outcome else "no delivery report"
+
+    rules = {"ssl.principal.mapping.rules": "RULE:^CN=([^,]*)$/$1/L,DEFAULT"}
+    assert produce(rules, "mine") is None
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(produce(rules, "theirs"))
+    assert produce({}, "mine") is not None  # DEFAULT: User:CN=client has no ACL
+    assert produce({"ssl.principal.mapping.rules": "RULE:^CN=nobody$/x/"}, "mine") is not None
+
+
+def test_authorized_operations_report_the_principals_own(tmp_path: Path) -> None:
+    """KIP-430: describeTopics and describeCluster with authorized operations answer what the
+    asking principal's ACLs allow it, as Kafka's authorizer computes them."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("orders", 1)
+    overrides = {**SECURED, "listeners": "SASL_PLAINTEXT://127.0.0.1:0"}
+    with serve(tmp_path, overrides=overrides) as server:
+        bs = server.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs, **_client("admin")})
+        read = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL,
+                          "User:alice", "*", AclOperation.READ,
+                          AclPermissionType.ALLOW)  # fmt: skip
+        for future in admin.create_acls([read]).values():
+            future.result(15)
+        alice = AdminClient({"bootstrap.servers": bs, **_client("alice")})
+        [topic] = alice.describe_topics(
+            TopicCollection(["orders"]), include_authorized_operations=True
+        ).values()
+        assert sorted(op.name for op in topic.result(15).authorized_operations) == [
+            "DESCRIBE", "READ",
+        ]  # fmt: skip
+        cluster = alice.describe_cluster(include_authorized_operations=True).result(15)
+        assert not cluster.authorized_operations  # none: librdkafka says None
+        everything = admin.describe_cluster(include_authorized_operations=True).result(15)
+        assert len(everything.authorized_operations) == 7
+
+
+def test_an_open_or_unauthorized_listener_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sasl = {k: v for k, v in SECURED.items() if k not in ("authorizer.class.name", "super.users")}
+    cases = [
+        ({"listeners": "PLAINTEXT://0.0.0.0:0"}, "from other hosts without authentication"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:0"}, None),
+        ({**sasl, "listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "authorizer.class.name="),
+        ({**SECURED, "listeners": "SASL_PLAINTEXT://0.0.0.0:0"}, None),
+    ]
+    for overrides, warned in cases:
+        caplog.clear()
+        with (
+            caplog.at_level("WARNING", logger="kafkalog.server"),
+            serve(tmp_path, overrides=overrides),
+        ):
+            pass
+        said = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+        if warned is None:
+            assert "listener" not in said, (overrides, said)
+        else:
+            assert warned in said, (overrides, said)

@@ -62,6 +62,8 @@ DENIED: dict[int, int | None] = {
     K.DESCRIBE_ACLS: CLUSTER_DENIED,
     K.CREATE_ACLS: CLUSTER_DENIED,
     K.DELETE_ACLS: CLUSTER_DENIED,
+    K.DESCRIBE_CLIENT_QUOTAS: CLUSTER_DENIED,
+    K.ALTER_CLIENT_QUOTAS: CLUSTER_DENIED,
     K.INIT_PRODUCER_ID: TXN_DENIED,
     K.FIND_COORDINATOR: GROUP_DENIED,
     K.JOIN_GROUP: GROUP_DENIED,
@@ -242,3 +244,24 @@ def test_kafka_with_standard_authorizer_refuses_the_same_way(tmp_path: Path) -> 
     ours = {ApiKey(key).name: set() if code is None else {code} for key, code in DENIED.items()}
     differ = {name: (ours[name], theirs[name]) for name in ours if ours[name] != theirs[name]}
     assert not differ, differ
+
+
+def test_a_transactional_batch_needs_write_on_its_transactional_id(
+    secured: tuple[Any, Path],
+) -> None:
+    """Kafka checks the transactional id only when a batch is transactional; then every
+    partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing is written."""
+    from kafkalog import MemoryRecords
+    from server_helpers import produce_body
+
+    server, data = secured
+    before = _files(data)
+    records = bytes(MemoryRecords.build([Record(b"x")], producer_id=7, producer_epoch=0,
+                                        base_sequence=0, is_transactional=True))  # fmt: skip
+    body = dataclasses.replace(produce_body(9, "t", 0, records), transactional_id="t")
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=30) as sock:
+        _login(sock, "bob", "bob-pw")
+        sock.sendall(frame(0, 9, body, 7))
+        answer = decode_response(0, 9, read_frame(sock), header_v1=True)
+    assert _codes(answer) == {TXN_DENIED}
+    assert _files(data) == before

@@ -50,6 +50,8 @@ def _value(tp: Any, name: str) -> Any:
         return parse("t")
     if issubclass(tp, bytes):
         return RECORDS if name == "records" else b""
+    if issubclass(tp, float):
+        return parse(1.0)
     if issubclass(tp, int):  # partition indexes 0 (partition 0 exists), the rest 1
         return parse(0 if "partition" in name or name in ("index", "key_type") else 1)
     return parse(0)

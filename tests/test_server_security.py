@@ -29,30 +29,6 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA, a server certificate for localhost / 127.0.0.1 and a client certificate, as PEM
-    (the server's key store is its certificate and key in one file)."""
-    d = tmp_path_factory.mktemp("certs")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.pem", "-days", "2", "-subj", "/CN=kafkalog-test-ca", cwd=d)  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for name in ("server", "client"):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
-                 f"{name}.csr", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext",
-                 cwd=d)  # fmt: skip
-        (d / f"{name}.pem").write_text(
-            (d / f"{name}.crt").read_text() + (d / f"{name}.key").read_text()
-        )
-    return d
-
-
 def _sasl_overrides(protocol: str, certs: Path | None = None) -> dict[str, str]:
     out = {
         "listeners": f"{protocol}://127.0.0.1:0",

@@ -1,4 +1,5 @@
-"""Topic configs, dynamic broker defaults and ACLs from a KRaft node's metadata log.
+"""Topic configs, dynamic broker defaults, ACLs and client quotas from a KRaft node's metadata
+log.
 
 Why: a Kafka broker keeps each topic's config overrides (cleanup.policy, retention.ms ...) in
 its metadata log, ``__cluster_metadata-0``, not beside the partitions, and so the broker-wide
@@ -15,8 +16,9 @@ and ``log.message.format.version``, which Kafka takes from server.properties onl
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from kafkalog.errors import KafkaLogError
@@ -24,7 +26,7 @@ from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 from kafkalog.log.view import PartitionView
 from kafkalog.manager.server_config import DYNAMIC_TOPIC_DEFAULTS, under_dynamic_broker_configs
 from kafkalog.records import MemoryRecords
-from kafkalog.records.kraft_metadata import replay_configs
+from kafkalog.records.kraft_metadata import QuotaEntity, replay_configs
 from kafkalog.records.scanner import AnyBatch
 
 logger = logging.getLogger("kafkalog.manager")
@@ -39,6 +41,7 @@ class KRaftConfigs(NamedTuple):
     broker_layers: tuple[dict[str, str], dict[str, str]]
     # the ACLs in force, as AccessControlEntryRecord fields (the server's acl_store reads them)
     acls: tuple[dict[str, Any], ...] = ()
+    quotas: Mapping[QuotaEntity, Mapping[str, float]] = MappingProxyType({})  # client quotas
 
 
 def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfigs:
@@ -50,7 +53,7 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
         replayed = replay_configs(_batches(metadata_dir))
     except OSError as err:
         logger.warning("cannot read topic configs from %s: %s", metadata_dir, err)
-        return KRaftConfigs({}, ({}, {}), ())
+        return KRaftConfigs({}, ({}, {}))
     for problem in replayed.problems:
         logger.warning("metadata log %s: %s", metadata_dir, problem)
     node = replayed.brokers.get(str(node_id), {}) if node_id is not None else {}
@@ -59,7 +62,7 @@ def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfig
         if layer:  # over server.properties: say so, kafkalog serve cannot alter them
             logger.info("topic defaults set at run time for %s, in %s: %s", name, metadata_dir,
                         ", ".join(f"{k}={v}" for k, v in sorted(layer.items())))  # fmt: skip
-    return KRaftConfigs(_usable(replayed.topics), layers, tuple(replayed.acls))
+    return KRaftConfigs(_usable(replayed.topics), layers, tuple(replayed.acls), replayed.quotas)
 
 
 def _batches(metadata_dir: Path) -> Iterator[AnyBatch]:

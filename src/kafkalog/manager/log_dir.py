@@ -165,7 +165,7 @@ def stored_configs(
             kraft = kraft_configs(metadata_log, node_id(log_dirs))
             for topic, overrides in kraft.topics.items():
                 configs.setdefault(topic, overrides)
-            return KRaftConfigs(configs, kraft.broker_layers, kraft.acls)
+            return KRaftConfigs(configs, kraft.broker_layers, kraft.acls, kraft.quotas)
     if metadata_log_dir:  # given, so expected: a typo would quietly put Kafka's defaults on
         logger.warning(
             "metadata.log.dir %s holds no %s-0", metadata_log_dir, CLUSTER_METADATA_TOPIC

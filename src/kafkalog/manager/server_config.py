@@ -207,6 +207,14 @@ class BrokerKeys:
         "super.users", Type.STRING, "",
         "Principals the authorizer allows everything, separated by ';' (User:admin;User:ops).",
     )  # fmt: skip
+    quota_window_num: int = define(
+        "quota.window.num", Type.INT, 11, "Samples a client quota's rate is measured over.",
+        at_least(1),
+    )  # fmt: skip
+    quota_window_size_seconds: int = define(
+        "quota.window.size.seconds", Type.INT, 1, "Seconds each client quota sample spans.",
+        at_least(1),
+    )  # fmt: skip
     allow_everyone_if_no_acl_found: bool = define(
         "allow.everyone.if.no.acl.found", Type.BOOLEAN, False,
         "Whether a resource no ACL names is open to every principal.",

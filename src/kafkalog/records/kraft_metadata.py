@@ -12,7 +12,7 @@ Kafka's log recovery ends the log there: what came before still counts, rather t
 config falling back to a default. Refuses: I/O, and every record but TopicRecord, ConfigRecord
 of a TOPIC or BROKER resource (a null value deletes the key), RemoveTopicRecord (which drops
 the topic's keys), AccessControlEntryRecord and RemoveAccessControlEntryRecord (by the ACL's
-id).
+id), and ClientQuotaRecord.
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.schema_reader import SchemaReader
 
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
-_ACL_RECORD, _REMOVE_ACL_RECORD = 18, 19
-_READ = (_TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD, _ACL_RECORD, _REMOVE_ACL_RECORD)
+_ACL_RECORD, _REMOVE_ACL_RECORD, _QUOTA_RECORD = 18, 19, 14
+_READ = (
+    _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD, _ACL_RECORD, _REMOVE_ACL_RECORD,
+    _QUOTA_RECORD,
+)  # fmt: skip
+# a client quota's entity: its (entity type, name) pairs, sorted; a None name is the default
+QuotaEntity = tuple[tuple[str, str | None], ...]
 _TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4  # ConfigResource.Type
 
 
@@ -40,6 +45,7 @@ class MetadataConfigs(NamedTuple):
     # the ACLs in force: AccessControlEntryRecord fields (resourceType, resourceName,
     # patternType, principal, host, operation, permissionType), in the order they were added
     acls: list[dict[str, Any]]
+    quotas: dict[QuotaEntity, dict[str, float]]  # client quotas (ClientQuotaRecord)
 
 
 def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
@@ -49,6 +55,7 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
     brokers: dict[str, dict[str, str]] = {}
     problems: list[str] = []
     acls: dict[str, dict[str, Any]] = {}  # by the ACL's id
+    quotas: dict[QuotaEntity, dict[str, float]] = {}
     try:
         for batch in batches:
             if batch.is_control:
@@ -70,6 +77,15 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
                     acls[data["id"]] = data
                 elif api_key == _REMOVE_ACL_RECORD:
                     acls.pop(data["id"], None)
+                elif api_key == _QUOTA_RECORD:
+                    entity = tuple(
+                        sorted((e["entityType"], e["entityName"]) for e in data["entity"])
+                    )
+                    quota = quotas.setdefault(entity, {})
+                    if data["remove"]:
+                        quota.pop(data["key"], None)
+                    else:
+                        quota[data["key"]] = data["value"]
                 elif data["resourceType"] in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
                     resources = configs if data["resourceType"] == _TOPIC_RESOURCE else brokers
                     values = resources.setdefault(data["resourceName"], {})
@@ -84,6 +100,7 @@ def replay_configs(batches: Iterable[AnyBatch]) -> MetadataConfigs:
         {broker: values for broker, values in brokers.items() if values},
         problems,
         list(acls.values()),
+        {entity: values for entity, values in quotas.items() if values},
     )
 
 

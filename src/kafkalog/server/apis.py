@@ -14,9 +14,12 @@ of that request's connection.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import enum
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -60,6 +63,8 @@ from kafkalog.server.metadata import (
 from kafkalog.server.principal import Peer
 from kafkalog.server.produce import APPEND_ON_THE_LOOP_BYTES, appends_on_the_loop, handle_produce
 from kafkalog.server.purgatory import FetchPurgatory
+from kafkalog.server.quota_apis import handle_alter_client_quotas, handle_describe_client_quotas
+from kafkalog.server.quotas import throttle_request
 from kafkalog.server.sasl import SaslSession, illegal_state
 from kafkalog.server.scram_apis import (
     handle_alter_user_scram_credentials,
@@ -150,6 +155,8 @@ API_TABLE: tuple[Api, ...] = (
     Api(ApiKey.DESCRIBE_ACLS, (1, 3), _W, handle_describe_acls),
     Api(ApiKey.CREATE_ACLS, (1, 3), _W, handle_create_acls),
     Api(ApiKey.DELETE_ACLS, (1, 3), _W, handle_delete_acls),
+    Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1), _W, handle_describe_client_quotas),
+    Api(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1), _W, handle_alter_client_quotas),
     Api(ApiKey.INIT_PRODUCER_ID, (0, 4), _L, _init_producer_id),
     # the group coordinator
     Api(
@@ -272,6 +279,10 @@ class AuthenticationFailedError(ConnectionError):
 _NO_PEER = Peer()
 
 
+def _not_muted(ms: int) -> None:
+    """A caller outside a connection: nothing to mute."""
+
+
 class KafkaApis:
     """Every request enters here once its frame is cut: decoded, checked against its
     connection's state, run where its API runs, encoded. ``run`` runs a function on a
@@ -298,9 +309,11 @@ class KafkaApis:
         session: SaslSession | None,
         park: Callable[[], None],
         peer: Peer = _NO_PEER,
+        throttled: Callable[[int], None] = _not_muted,
     ) -> bytes | FetchFrame | None:
         """The response frame for one request frame from ``peer`` (None: the request takes
-        none); its principal is the SASL login's once there is one.
+        none); its principal is the SASL login's once there is one. ``throttled`` is told how
+        long (ms) the connection is to be muted when a client quota throttles the request.
         ``session`` is the connection's SASL state (None on a listener without SASL); ``park``
         tells the connection its request waits without a request slot. Raises
         InvalidRequestError for a request that must close the connection, and
@@ -317,17 +330,17 @@ class KafkaApis:
         if api is not None and api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
             request = decode_request(frame, SUPPORTED_VERSIONS, *who)
             if appends_on_the_loop(self.context, request):
-                return self._answer(request)
-            answer: bytes | None = await self.run(self._answer, request)
+                return self._answer(request, len(frame), throttled)
+            answer: bytes | None = await self.run(self._answer, request, len(frame), throttled)
             return answer
         if api is not None and api.runs_on is RunsOn.WORKER:
             # decoded, handled and encoded in one trip to a worker: each trip costs the GIL a
             # thread hand-off in both directions, a large share of a small request's time
-            response: bytes | None = await self.run(self._on_worker, frame, who)
+            response: bytes | None = await self.run(self._on_worker, frame, who, throttled)
             return response
         if api is not None and api.runs_on is RunsOn.PURGATORY:
             return await self.purgatory.fetch(
-                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, *who), park
+                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, *who), park, throttled
             )
         request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, *who)
         api = APIS[request.api_key]
@@ -340,14 +353,41 @@ class KafkaApis:
                 raise AuthenticationFailedError(answer)
             return answer
         assert api.handler is not None
-        return encode_response(request, await api.handler(self, request))
+        body = await api.handler(self, request)
+        return encode_response(request, self._throttle(request, body, 0, 0, throttled))
 
-    def _on_worker(self, frame: bytes, who: tuple[str, str, str]) -> bytes | None:
+    def _on_worker(
+        self, frame: bytes, who: tuple[str, str, str], throttled: Callable[[int], None]
+    ) -> bytes | None:
         request = decode_request(frame, SUPPORTED_VERSIONS, *who)
         if request.body is None:  # an ApiVersions request of a version this broker lacks
             return unsupported_api_versions(request, SUPPORTED_VERSIONS)
-        return self._answer(request)
+        return self._answer(request, len(frame), throttled)
 
-    def _answer(self, request: Request) -> bytes | None:
+    def _answer(
+        self, request: Request, size: int, throttled: Callable[[int], None]
+    ) -> bytes | None:
+        started = time.perf_counter_ns()
         body = self.broker.handle(request)
+        if self.context.quotas.enabled:
+            spent = time.perf_counter_ns() - started
+            body = self._throttle(request, body, size, spent, throttled)
         return None if body is None else encode_response(request, body)
+
+    def _throttle(
+        self,
+        request: Request,
+        body: Any,
+        size: int,
+        spent_ns: int,
+        throttled: Callable[[int], None],
+    ) -> Any:
+        """The body with the throttle time the client's quotas ask for (Kafka's
+        ClientQuotaManager: request time against ``request_percentage``, a Produce's bytes
+        against ``producer_byte_rate``), and the connection muted that long."""
+        ms = throttle_request(self.context, request, size, spent_ns)
+        if ms > 0:
+            throttled(ms)
+            if body is not None and hasattr(body, "throttle_time"):
+                body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=ms))
+        return body

@@ -22,6 +22,7 @@ from kafkalog.server.authorizer import (
     ResourceType,
     StandardAuthorizer,
 )
+from kafkalog.server.quotas import QuotaManager
 from kafkalog.server.security import SECURITY_PROTOCOLS, ListenerSecurity, listener_security
 
 if TYPE_CHECKING:
@@ -160,6 +161,8 @@ class BrokerSettings:
     authorizer: bool = False  # authorizer.class.name is Kafka's StandardAuthorizer
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -207,6 +210,8 @@ class BrokerSettings:
             authorizer=bool(authorizer),
             super_users=tuple(u.strip() for u in b.super_users.split(";") if u.strip()),
             allow_everyone_if_no_acl_found=b.allow_everyone_if_no_acl_found,
+            quota_window_num=b.quota_window_num,
+            quota_window_size_seconds=b.quota_window_size_seconds,
         )
 
 
@@ -259,6 +264,9 @@ class BrokerContext:
         self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start
         # authorizer.class.name's: None authorizes everything, as Kafka without an authorizer
         self.authorizer: StandardAuthorizer | None = None
+        self.quotas = QuotaManager(
+            samples=settings.quota_window_num, window_seconds=settings.quota_window_size_seconds
+        )  # the client quotas (quotas.py); serve loads them at start
 
     def allowed(
         self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str

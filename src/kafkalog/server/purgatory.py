@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkalog.protocol.fetch_frame import FetchFrame, encode_fetch_response
+from kafkalog.protocol.fetch_frame import FetchFrame, FetchResponseData, encode_fetch_response
 from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
 from kafkalog.server.fetch import FetchResult, handle_fetch
+from kafkalog.server.quotas import throttle_fetch
 
 
 class AppendSignal:
@@ -74,11 +76,16 @@ class FetchPurgatory:
         self._signal = AppendSignal(asyncio.get_running_loop())
         self._context.on_append = self._signal.notify
 
-    def _fetch_once(self, request: Request, final: bool) -> tuple[FetchResult, FetchFrame | None]:
+    def _fetch_once(
+        self, request: Request, final: bool, throttled: Callable[[int], None]
+    ) -> tuple[FetchResult, FetchFrame | None]:
+        started = time.perf_counter_ns()
         result = handle_fetch(self._context, request, final=final)
         if not result.satisfied:
             result.close()
             return result, None
+        if self._context.quotas.enabled:
+            result = self._maybe_throttled(request, result, started, throttled)
         try:
             return result, encode_fetch_response(
                 request.correlation_id, request.api_version, result.response
@@ -87,13 +94,32 @@ class FetchPurgatory:
             result.close()
             raise
 
+    def _maybe_throttled(
+        self, request: Request, result: FetchResult, started: int, throttled: Callable[[int], None]
+    ) -> FetchResult:
+        """The result, or, when the client's quotas throttle it, an empty one that says how
+        long to wait (KIP-219) while the connection is muted that long."""
+        size = sum(p.records_size for t in result.response.topics for p in t.partitions)
+        spent = time.perf_counter_ns() - started
+        ms = throttle_fetch(self._context, request, size, spent)
+        if ms <= 0:
+            return result
+        result.close()
+        throttled(ms)
+        return FetchResult(FetchResponseData(0, throttle_ms=ms), True, 0)
+
     def _decode_and_fetch(
-        self, decode: Callable[[], Request]
+        self, decode: Callable[[], Request], throttled: Callable[[int], None]
     ) -> tuple[Request, FetchResult, FetchFrame | None]:
         request = decode()
-        return request, *self._fetch_once(request, False)
+        return request, *self._fetch_once(request, False, throttled)
 
-    async def fetch(self, decode: Callable[[], Request], park: Callable[[], None]) -> FetchFrame:
+    async def fetch(
+        self,
+        decode: Callable[[], Request],
+        park: Callable[[], None],
+        throttled: Callable[[int], None] = lambda ms: None,
+    ) -> FetchFrame:
         """The Fetch's response frame, once it has ``min_bytes`` or its time is up; ``park``
         is called when it starts to wait. ``decode`` parses the request, on the handler
         thread of the first try (one trip to a thread, not two)."""
@@ -101,7 +127,7 @@ class FetchPurgatory:
         assert self._signal is not None, "start the purgatory first"
         woken = self._signal.current()
         encoded: FetchFrame | None
-        request, result, encoded = await self._in_worker(self._decode_and_fetch, decode)
+        request, result, encoded = await self._in_worker(self._decode_and_fetch, decode, throttled)
         if encoded is not None:
             return encoded
         park()
@@ -114,15 +140,17 @@ class FetchPurgatory:
                     await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
                 woken = self._signal.current()
                 final = loop.time() >= deadline
-                _, result, encoded = await self._in_worker(self._fetch_again, request, final)
+                _, result, encoded = await self._in_worker(
+                    self._fetch_again, request, final, throttled
+                )
             return encoded
         finally:
             self.parked -= 1
 
     def _fetch_again(
-        self, request: Request, final: bool
+        self, request: Request, final: bool, throttled: Callable[[int], None]
     ) -> tuple[Request, FetchResult, FetchFrame | None]:
-        return request, *self._fetch_once(request, final)
+        return request, *self._fetch_once(request, final, throttled)
 
     async def _in_worker(
         self, fn: Callable[..., tuple[Request, FetchResult, FetchFrame | None]], *args: Any

@@ -37,6 +37,7 @@ from kafkalog.server.context import (
 from kafkalog.server.handler_pool import RequestHandlerPool
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
+from kafkalog.server.quotas import QuotaManager, load_quotas
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.transport import RequestChannel, Transport
 from kafkalog.storage.atomic import write_atomically
@@ -127,6 +128,11 @@ class KafkaServer:
             context.broker_properties = self.config.properties
             if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
+            context.quotas = QuotaManager(
+                load_quotas(self.config.log_dirs[0], manager.kraft_quotas),
+                samples=self.settings.quota_window_num,
+                window_seconds=self.settings.quota_window_size_seconds,
+            )
             if self.settings.authorizer:
                 context.authorizer = StandardAuthorizer(
                     load_acls(self.config.log_dirs[0], manager.kraft_acls),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from kafkalog.errors import InvalidConfigError
@@ -235,12 +236,19 @@ class Transport:
         active: _Activity,
         peer: Peer,
     ) -> None:
+        muted_until = [0.0]  # a client quota's throttle: no request of it runs before then
+
+        def throttled(ms: int) -> None:  # from a handler thread too: one float, under the GIL
+            muted_until[0] = max(muted_until[0], time.monotonic() + ms / 1000)
+
         while True:
             frame = await queue.get()
+            if (wait := muted_until[0] - time.monotonic()) > 0:
+                await asyncio.sleep(wait)  # KIP-219: muted once the throttled answer is sent
             release = _Slot(held, self.channel.release_slot).release
             try:
                 try:
-                    response = await self.apis.handle(frame, session, release, peer)
+                    response = await self.apis.handle(frame, session, release, peer, throttled)
                 except AuthenticationFailedError as failed:
                     release()
                     writer.write(failed.response)  # Kafka's error and message, then close
