@@ -206,6 +206,12 @@ def test_a_principal_without_acls_gets_kafkas_error_and_changes_nothing(
     assert not wrong, wrong
     assert _files(data) == before  # not a byte written: no topic, offset, group or ACL
     assert server.manager.topics() == {"t": 1}
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": "admin-pw"})  # fmt: skip
+    assert admin.list_consumer_groups().result(15).valid == []  # no group joined
 
 
 def test_a_super_user_is_refused_nothing(secured: tuple[Any, Path]) -> None:
