@@ -210,3 +210,17 @@ def test_tls_subjects_map_as_kafkas_ssl_principal_mapper() -> None:
     assert principal_mapper(rules)(dn) == "alice@acme\\, inc"
     assert principal_mapper("RULE:^CN=([^,]*),O=.*$/$1/U")(dn) == "ALICE"
     assert principal_mapper("RULE:^CN=bob.*$/bob/")(dn) is None
+
+
+@given(st.lists(bindings, max_size=12), st.sampled_from(["orders", "ord", "o", "*", "pay", "x"]))
+def test_the_index_finds_exactly_the_bindings_whose_pattern_names_the_resource(
+    acls: list[AclBinding], name: str
+) -> None:
+    """The lookups by name, wildcard and prefix length against the plain rule of each
+    binding's pattern."""
+    from kafkalog.server.authorizer import _Index
+
+    index = _Index(frozenset(acls))
+    expected = {a for a in acls if a.pattern_matches(Res.TOPIC, name)}
+    assert set(index.matching(Res.TOPIC, name)) == expected
+    assert index.matching(Res.GROUP, name) == []
