@@ -110,8 +110,6 @@ class LogManager:
         self._logs: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
         self._close_lock = threading.Lock()
         self._topic_configs: dict[str, dict[str, str]] = {}
-        self.kraft_acls: tuple[dict[str, Any], ...] = ()
-        self.kraft_quotas: Mapping[Any, Mapping[str, float]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
         self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
         self._offline = OfflineLogDirs()  # directories the disk failed while loading
@@ -163,8 +161,7 @@ class LogManager:
         stored = stored_configs([d.path for d in self._dirs], self.config.metadata_log_dir)
         self._topic_configs.update(stored.topics)
         self.dynamic_broker_configs = stored.broker_layers  # a Kafka broker's, set at run time
-        self.kraft_acls = stored.acls  # a Kafka broker's ACLs, for kafkalog serve
-        self.kraft_quotas = stored.quotas  # and its client quotas
+        self.metadata_log = stored  # what a KRaft broker's holds: its ACLs, quotas too
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers
         )

@@ -129,13 +129,13 @@ class KafkaServer:
             if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
             context.quotas = QuotaManager(
-                load_quotas(self.config.log_dirs[0], manager.kraft_quotas),
+                load_quotas(self.config.log_dirs[0], manager.metadata_log.quotas),
                 samples=self.settings.quota_window_num,
                 window_seconds=self.settings.quota_window_size_seconds,
             )
             if self.settings.authorizer:
                 context.authorizer = StandardAuthorizer(
-                    load_acls(self.config.log_dirs[0], manager.kraft_acls),
+                    load_acls(self.config.log_dirs[0], manager.metadata_log.acls),
                     super_users=self.settings.super_users,
                     allow_everyone_if_no_acl_found=self.settings.allow_everyone_if_no_acl_found,
                 )
