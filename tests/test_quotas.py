@@ -121,3 +121,15 @@ def test_a_damaged_quota_file_stops_the_start_and_kraft_quotas_seed_a_new_one(
     (tmp_path / FILE_NAME).write_text(json.dumps(raw))
     with pytest.raises(CorruptCheckpointError):
         load_quotas(tmp_path)
+
+
+def test_a_client_inventing_client_ids_cannot_grow_the_rates_without_bound() -> None:
+    quotas = QuotaManager({entity_of([(CLIENT_ID, None)]): {PRODUCER_BYTE_RATE: 1000.0}})
+    for i in range(30_000):  # each id its own rate; each second's ids idle the next
+        quotas.record(PRODUCER_BYTE_RATE, ALICE, f"id-{i}", 1, now_ms=i * 2)
+    assert quotas.tracked <= 20_000
+    # a live client keeps its rate through a sweep
+    quotas.record(PRODUCER_BYTE_RATE, ALICE, "live", 11_000, 60_000)
+    for i in range(30_000):
+        quotas.record(PRODUCER_BYTE_RATE, ALICE, f"late-{i}", 1, now_ms=60_000)
+    assert quotas.record(PRODUCER_BYTE_RATE, ALICE, "live", 1, 60_000) > 0

@@ -49,6 +49,7 @@ QUOTA_KEYS = {
     REQUEST_PERCENTAGE: False,
     "controller_mutation_rate": False,
 }
+RATES_BEFORE_A_SWEEP = 10_000  # rates kept before idle ones are forgotten
 # an entity: its (entity type, name) pairs sorted by type; a None name is the type's default
 Entity = tuple[tuple[str, str | None], ...]
 _D = None  # the default name
@@ -179,6 +180,11 @@ class _Rate:
             del self._windows[: -self.samples]
         self._windows[-1][1] += value
 
+    @property
+    def last_ms(self) -> float:
+        """When its newest sample started (never recorded: minus infinity)."""
+        return self._windows[-1][0] if self._windows else float("-inf")
+
     def window_size_ms(self, now_ms: int) -> float:
         self._purge(now_ms)
         oldest = min((w[0] for w in self._windows), default=float(now_ms))
@@ -209,6 +215,7 @@ class QuotaManager:
         self._lock = threading.Lock()
         self._quotas: dict[Entity, dict[str, float]] = {e: dict(v) for e, v in quotas.items()}
         self._rates: dict[tuple[str, str, str], _Rate] = {}  # (key, user, client id) -> rate
+        self._sweep_at = RATES_BEFORE_A_SWEEP
 
     @property
     def lock(self) -> threading.Lock:
@@ -251,6 +258,8 @@ class QuotaManager:
             bound, (rate_user, rate_client) = found
             rate = self._rates.get((key, rate_user, rate_client))
             if rate is None:
+                if len(self._rates) >= self._sweep_at:
+                    self._sweep(now_ms)
                 rate = self._rates[(key, rate_user, rate_client)] = _Rate(
                     self.samples, self.window_ms
                 )
@@ -259,6 +268,18 @@ class QuotaManager:
             if observed <= bound:
                 return 0
             return round((observed - bound) / bound * rate.window_size_ms(now_ms))
+
+    def _sweep(self, now_ms: int) -> None:
+        """Forget the rates whose samples have all expired (Kafka expires an idle client's
+        sensors too): a client inventing client ids cannot grow the table without bound."""
+        expire = self.samples * self.window_ms
+        self._rates = {k: r for k, r in self._rates.items() if r.last_ms > now_ms - expire}
+        self._sweep_at = max(RATES_BEFORE_A_SWEEP, 2 * len(self._rates))
+
+    @property
+    def tracked(self) -> int:
+        """Rates kept now (one per client the quotas keep apart)."""
+        return len(self._rates)
 
     def unrecord(
         self, key: str, principal: str, client_id: str | None, value: float, now_ms: int
