@@ -29,7 +29,7 @@ from kafkalog.server.authorizer import (
     ResourceType,
     invalid_binding,
 )
-from kafkalog.storage.atomic import write_atomically
+from kafkalog.storage.atomic import read_json, write_atomically
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -70,12 +70,9 @@ def load_acls(log_dir: Path, kraft_acls: Iterable[Mapping[str, Any]] = ()) -> li
     """The bindings kept in ``log_dir``; without a file, those of a KRaft broker's metadata log
     (``kraft_acls``, each one kafkalog cannot take named in a warning and left out)."""
     path = log_dir / FILE_NAME
-    try:
-        raw = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
+    raw = read_json(path, "ACLs")
+    if raw is None:
         return _from_kraft(kraft_acls)
-    except (OSError, ValueError) as err:
-        raise CorruptCheckpointError(f"cannot read ACLs {path}: {err}") from err
     try:
         if not isinstance(raw, dict) or not isinstance(raw.get("acls"), list):
             raise ValueError('not {"acls": [...]}')

@@ -79,12 +79,13 @@ class FetchPurgatory:
     def _fetch_once(
         self, request: Request, final: bool, throttled: Callable[[int], None]
     ) -> tuple[FetchResult, FetchFrame | None]:
-        started = time.perf_counter_ns()
+        timed = self._context.quotas.enabled
+        started = time.perf_counter_ns() if timed else 0
         result = handle_fetch(self._context, request, final=final)
         if not result.satisfied:
             result.close()
             return result, None
-        if self._context.quotas.enabled:
+        if timed:
             result = self._maybe_throttled(request, result, started, throttled)
         try:
             return result, encode_fetch_response(

@@ -149,13 +149,13 @@ def handle_alter_client_quotas(ctx: BrokerContext, request: Request) -> Any:
     with manager.lock:
         changed = manager.quotas()
         for entry in body.entries:
-            entity = entity_of((e.entity_type, e.entity_name) for e in entry.entity)
-            problem = None if not allowed else _problem(entity, entry.ops)
             if not allowed:
                 outcomes.append(
                     (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
                 )
                 continue
+            entity = entity_of((e.entity_type, e.entity_name) for e in entry.entity)
+            problem = _problem(entity, entry.ops)
             if problem is not None:
                 outcomes.append((ErrorCode.invalid_request, problem))
                 continue

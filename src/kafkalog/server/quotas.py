@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.protocol.api_keys import ApiKey
-from kafkalog.storage.atomic import write_atomically
+from kafkalog.storage.atomic import read_json, write_atomically
 
 if TYPE_CHECKING:
     from kafkalog.protocol.wire import Request
@@ -111,12 +111,9 @@ def load_quotas(
     """The quotas kept in ``log_dir``; without a file, a KRaft broker's (each one kafkalog
     cannot take named in a warning and left out)."""
     path = log_dir / FILE_NAME
-    try:
-        raw = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
+    raw = read_json(path, "client quotas")
+    if raw is None:
         return _from_kraft(kraft_quotas)
-    except (OSError, ValueError) as err:
-        raise CorruptCheckpointError(f"cannot read client quotas {path}: {err}") from err
     out: dict[Entity, dict[str, float]] = {}
     try:
         for entry in raw["quotas"]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from scramp import ScramMechanism
 
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
-from kafkalog.storage.atomic import write_atomically
+from kafkalog.storage.atomic import read_json, write_atomically
 
 FILE_NAME = "kafkalog-scram-credentials"
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -53,12 +53,9 @@ def _encode(cred: ScramCredential) -> dict[str, object]:
 
 def load_credentials(log_dir: Path) -> Credentials:
     path = log_dir / FILE_NAME
-    try:
-        raw = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
+    raw = read_json(path, "SCRAM credentials")
+    if raw is None:
         return {}
-    except (OSError, ValueError) as err:
-        raise CorruptCheckpointError(f"cannot read SCRAM credentials {path}: {err}") from err
     out: Credentials = {}
     try:
         for mechanism, users in raw.items():

@@ -8,9 +8,12 @@ never a torn mix. Refuses: renames without a directory fsync.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
+from kafkalog.errors import CorruptCheckpointError
 from kafkalog.storage.faults import storage_error
 from kafkalog.storage.filenames import TMP_FILE_SUFFIX
 
@@ -52,6 +55,17 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise storage_error(err, f"writing {path}") from err
     if sync:
         fsync_dir(path.parent)
+
+
+def read_json(path: Path, what: str) -> Any | None:
+    """The JSON document ``write_atomically`` left at ``path``, or None if there is none;
+    CorruptCheckpointError naming ``what`` if it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise CorruptCheckpointError(f"cannot read {what} {path}: {err}") from err
 
 
 def rename_if_exists(src: Path, dst: Path) -> bool:
