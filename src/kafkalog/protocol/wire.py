@@ -86,6 +86,13 @@ class FrameReader:
     def pending(self) -> int:
         return len(self._buffer)
 
+    def has_frame(self) -> bool:
+        """Whether a whole frame (or a size no frame may have) waits to be cut."""
+        if len(self._buffer) < 4:
+            return False
+        (size,) = _SIZE.unpack_from(self._buffer)
+        return not 0 <= size <= self.max_size or len(self._buffer) >= 4 + size
+
     def next_frame(self) -> bytes | None:
         """The next whole frame without its size, or None if more bytes are needed."""
         if len(self._buffer) < 4:
@@ -100,7 +107,8 @@ class FrameReader:
             )
         if len(self._buffer) < 4 + size:
             return None
-        frame = bytes(self._buffer[4 : 4 + size])
+        with memoryview(self._buffer) as view:
+            frame = bytes(view[4 : 4 + size])  # one copy, not a bytearray slice and another
         del self._buffer[: 4 + size]
         return frame
 

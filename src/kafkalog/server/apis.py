@@ -279,6 +279,19 @@ class AuthenticationFailedError(ConnectionError):
 _NO_PEER = Peer()
 
 
+class AnswerLater:
+    """A request the event loop cannot answer at once: its connection awaits
+    ``KafkaApis.handle`` for it, in turn (with ``request`` if it is already decoded)."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: Request | None = None) -> None:
+        self.request = request
+
+
+_LATER = AnswerLater()
+
+
 def _not_muted(ms: int) -> None:
     """A caller outside a connection: nothing to mute."""
 
@@ -303,6 +316,25 @@ class KafkaApis:
         self.purgatory = purgatory
         self.run = run
 
+    def answer_now(
+        self,
+        frame: bytes,
+        session: SaslSession | None,
+        peer: Peer = _NO_PEER,
+        throttled: Callable[[int], None] = _not_muted,
+    ) -> bytes | AnswerLater | None:
+        """The answer to a request the event loop answers without waiting (a Produce that
+        appends on the loop: ``appends_on_the_loop``), here and now: its response frame, or
+        None when it takes none (``acks=0``). Any other request: AnswerLater, for ``handle``
+        to be awaited with it. Raises as ``handle`` does."""
+        api = self._checked_api(frame, session)
+        if api is None or api.key is not ApiKey.PRODUCE or len(frame) > APPEND_ON_THE_LOOP_BYTES:
+            return _LATER
+        request = decode_request(frame, SUPPORTED_VERSIONS, *self._who(session, peer))
+        if not appends_on_the_loop(self.context, request):
+            return AnswerLater(request)
+        return self._answer(request, len(frame), throttled)
+
     async def handle(
         self,
         frame: bytes,
@@ -310,25 +342,21 @@ class KafkaApis:
         park: Callable[[], None],
         peer: Peer = _NO_PEER,
         throttled: Callable[[int], None] = _not_muted,
+        request: Request | None = None,
     ) -> bytes | FetchFrame | None:
         """The response frame for one request frame from ``peer`` (None: the request takes
         none); its principal is the SASL login's once there is one. ``throttled`` is told how
         long (ms) the connection is to be muted when a client quota throttles the request.
         ``session`` is the connection's SASL state (None on a listener without SASL); ``park``
-        tells the connection its request waits without a request slot. Raises
-        InvalidRequestError for a request that must close the connection, and
-        AuthenticationFailedError once a failed login's answer is ready."""
-        api = APIS.get(int.from_bytes(frame[:2], "big", signed=True)) if len(frame) > 2 else None
-        if api is not None and session is not None and not session.allows(api.key):
-            state = "after" if session.authenticated else "before"
-            raise InvalidRequestError(
-                f"unexpected request of API {int(api.key)} {state} SASL authentication"
-            )
-        who = (peer.listener, peer.principal, peer.host)
-        if session is not None and session.principal is not None:
-            who = (peer.listener, f"User:{session.principal}", peer.host)
+        tells the connection its request waits without a request slot; ``request`` is the
+        frame already decoded, if ``answer_now`` decoded it. Raises InvalidRequestError for a
+        request that must close the connection, and AuthenticationFailedError once a failed
+        login's answer is ready."""
+        api = self._checked_api(frame, session)
+        who = self._who(session, peer)
         if api is not None and api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
-            request = decode_request(frame, SUPPORTED_VERSIONS, *who)
+            if request is None:
+                request = decode_request(frame, SUPPORTED_VERSIONS, *who)
             if appends_on_the_loop(self.context, request):
                 return self._answer(request, len(frame), throttled)
             answer: bytes | None = await self.run(self._answer, request, len(frame), throttled)
@@ -355,6 +383,24 @@ class KafkaApis:
         assert api.handler is not None
         body = await api.handler(self, request)
         return encode_response(request, self._throttle(request, body, 0, 0, throttled))
+
+    @staticmethod
+    def _checked_api(frame: bytes, session: SaslSession | None) -> Api | None:
+        """The frame's API (None: one this broker does not serve), if its connection's SASL
+        state lets it in."""
+        api = APIS.get(int.from_bytes(frame[:2], "big", signed=True)) if len(frame) > 2 else None
+        if api is not None and session is not None and not session.allows(api.key):
+            state = "after" if session.authenticated else "before"
+            raise InvalidRequestError(
+                f"unexpected request of API {int(api.key)} {state} SASL authentication"
+            )
+        return api
+
+    @staticmethod
+    def _who(session: SaslSession | None, peer: Peer) -> tuple[str, str, str]:
+        if session is not None and session.principal is not None:
+            return (peer.listener, f"User:{session.principal}", peer.host)
+        return (peer.listener, peer.principal, peer.host)
 
     def _on_worker(
         self, frame: bytes, who: tuple[str, str, str], throttled: Callable[[int], None]
