@@ -142,7 +142,8 @@ class ProducerStateEntry:
             return None
         first, last = batch.base_sequence, batch.last_sequence
         for meta in self.batch_metadata:
-            if meta.first_seq == first and meta.last_seq == last:
+            # the last sequence first: a plain field, and a mismatch for all but a retry
+            if meta.last_seq == last and meta.first_seq == first:
                 return meta
         return None
 

@@ -238,8 +238,15 @@ class LogAppender:
         with self._lock:
             self._check_open()
             epoch = self._leader_epoch(leader_epoch)
-            now = self._local.clock.milliseconds()
-            v = assign_in_place(check, self._local.log_end_offset, self._local.config, now, epoch)
+            config = self._local.config
+            # the clock matters only to stamp LogAppendTime, read under the lock so that the
+            # stamps of one partition never go back
+            now = (
+                self._local.clock.milliseconds()
+                if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+                else NO_TIMESTAMP
+            )
+            v = assign_in_place(check, self._local.log_end_offset, config, now, epoch)
             written = [RecordBatch(v.data)] if check.batch.producer_id >= 0 else []
             return self._write_validated(v, written, epoch, check.compression)
 
@@ -491,9 +498,9 @@ class LogAppender:
         self._watermarks.on_append(last_offset + 1)
         local = self._local
         local.delete_due_files()
-        if (
-            local.log_end_offset - local.recovery_point >= local.config.flush_messages
-            or local.clock.milliseconds() - local.last_flush_ms >= local.config.flush_ms
+        if local.log_end_offset - local.recovery_point >= local.config.flush_messages or (
+            local.config.flush_ms != INT64_MAX  # no clock read when flush.ms is unset
+            and local.clock.milliseconds() - local.last_flush_ms >= local.config.flush_ms
         ):
             self._flush()
         return None
