@@ -207,6 +207,13 @@ def create_topic(version: str, server: Server, topic: str, partitions: int) -> N
           "--replication-factor", "1")  # fmt: skip
 
 
+def delete_topic(version: str, server: Server, topic: str) -> None:
+    """A measured run's topic, gone once read back: two servers keeping every run's records
+    would need some 50 GB of disk."""
+    _tool(version, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", server.bootstrap,
+          "--delete", "--topic", topic)  # fmt: skip
+
+
 def warm_up(version: str, server: Server) -> None:
     """A produce and a consume long enough for Kafka's JIT to compile its hot paths (and
     kafkalog's page cache and allocator to settle) before anything is measured."""
@@ -260,6 +267,7 @@ def _produce_and_consume(version: str, server: Server, topic: str, size: int, co
     produced = produce(version, server, topic, size, codec, n)
     cpu_per_mib = (server.cpu_seconds() - cpu) / (n * size / 2**20)
     consumed = consume(version, server, topic, n)
+    delete_topic(version, server, topic)
     return {"produce": produced["records/s"], "consume": consumed["records/s"],
             "cpu s/MiB": cpu_per_mib}  # fmt: skip
 
@@ -280,6 +288,7 @@ def _latencies(
                     topic = f"latency-{size}-{whose.name.split()[0]}-{attempt}"
                     create_topic(version, server, topic, 1)
                     p99 = produce(version, server, topic, size, "none", n, throughput=rate)
+                    delete_topic(version, server, topic)
                     key = (server.name, name, whose.name)
                     out[key] = min(out.get(key, p99["p99 ms"]), p99["p99 ms"])
     return out
