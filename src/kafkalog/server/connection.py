@@ -261,6 +261,9 @@ class Connection(asyncio.Protocol):
             # connection.failed.authentication.delay.ms: a guesser's next try waits
             await asyncio.sleep(self.settings.failed_authentication_delay_ms / 1000)
             raise ConnectionError("authentication failed") from None
+        # answered: the slot is free before the client can see the answer (Kafka's request
+        # queue, too, holds a request only until a handler has taken it)
+        slot.release()
         if isinstance(response, FetchFrame):
             try:
                 await self._send_fetch(response)
