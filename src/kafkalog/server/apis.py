@@ -279,6 +279,11 @@ class AuthenticationFailedError(ConnectionError):
 _NO_PEER = Peer()
 
 
+def _api_of(frame: bytes) -> Api | None:
+    """The API a frame's header names, if this broker serves it."""
+    return APIS.get(int.from_bytes(frame[:2], "big", signed=True)) if len(frame) > 2 else None
+
+
 class AnswerLater:
     """A request the event loop cannot answer at once: its connection awaits
     ``KafkaApis.handle`` for it, in turn (with ``request`` if it is already decoded)."""
@@ -327,7 +332,12 @@ class KafkaApis:
         appends on the loop: ``appends_on_the_loop``), here and now: its response frame, or
         None when it takes none (``acks=0``). Any other request: AnswerLater, for ``handle``
         to be awaited with it. Raises as ``handle`` does."""
-        api = self._checked_api(frame, session)
+        api = _api_of(frame)
+        if api is not None and session is not None and not session.allows(api.key):
+            state = "after" if session.authenticated else "before"
+            raise InvalidRequestError(
+                f"unexpected request of API {int(api.key)} {state} SASL authentication"
+            )
         if api is None or api.key is not ApiKey.PRODUCE or len(frame) > APPEND_ON_THE_LOOP_BYTES:
             return _LATER
         request = decode_request(frame, SUPPORTED_VERSIONS, *self._who(session, peer))
@@ -352,15 +362,16 @@ class KafkaApis:
         frame already decoded, if ``answer_now`` decoded it. Raises InvalidRequestError for a
         request that must close the connection, and AuthenticationFailedError once a failed
         login's answer is ready."""
-        api = self._checked_api(frame, session)
-        who = self._who(session, peer)
-        if api is not None and api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
-            if request is None:
-                request = decode_request(frame, SUPPORTED_VERSIONS, *who)
-            if appends_on_the_loop(self.context, request):
-                return self._answer(request, len(frame), throttled)
+        if request is None:  # not seen by answer_now yet: the SASL check and the loop's Produce
+            now = self.answer_now(frame, session, peer, throttled)
+            if not isinstance(now, AnswerLater):
+                return now
+            request = now.request
+        if request is not None:  # a Produce that may not append on the loop
             answer: bytes | None = await self.run(self._answer, request, len(frame), throttled)
             return answer
+        api = _api_of(frame)
+        who = self._who(session, peer)
         if api is not None and api.runs_on is RunsOn.WORKER:
             # decoded, handled and encoded in one trip to a worker: each trip costs the GIL a
             # thread hand-off in both directions, a large share of a small request's time
@@ -383,18 +394,6 @@ class KafkaApis:
         assert api.handler is not None
         body = await api.handler(self, request)
         return encode_response(request, self._throttle(request, body, 0, 0, throttled))
-
-    @staticmethod
-    def _checked_api(frame: bytes, session: SaslSession | None) -> Api | None:
-        """The frame's API (None: one this broker does not serve), if its connection's SASL
-        state lets it in."""
-        api = APIS.get(int.from_bytes(frame[:2], "big", signed=True)) if len(frame) > 2 else None
-        if api is not None and session is not None and not session.allows(api.key):
-            state = "after" if session.authenticated else "before"
-            raise InvalidRequestError(
-                f"unexpected request of API {int(api.key)} {state} SASL authentication"
-            )
-        return api
 
     @staticmethod
     def _who(session: SaslSession | None, peer: Peer) -> tuple[str, str, str]:

@@ -67,7 +67,6 @@ class Connection(asyncio.Protocol):
         # frames read and not yet answered, each holding a slot of queued.max.requests, with
         # the request already decoded when the loop looked at it and could not answer at once
         self.pending: collections.deque[tuple[bytes, Request | None]] = collections.deque()
-        self.held = 0  # this connection's slots of queued.max.requests
         self.busy = False  # the answering task is on a request
         self.muted_until = 0.0  # a client quota's throttle: no request runs before then
         self.last_active = self.loop.time()
@@ -136,7 +135,7 @@ class Connection(asyncio.Protocol):
             if task is not None:
                 task.cancel()
         for _ in self.pending:  # read and never answered; the one being answered is the task's
-            self._release_slot()
+            self.channel.release_slot()
         self.pending.clear()
         self.channel.forget(self)
         if self in self.owner.connections:
@@ -172,7 +171,6 @@ class Connection(asyncio.Protocol):
                         continue
                     request = answer.request
                 channel.take_slot()
-                self.held += 1
                 pending.append((frame, request))
                 if self._wake is not None and not self._wake.done():
                     self._wake.set_result(None)
@@ -190,10 +188,6 @@ class Connection(asyncio.Protocol):
         elif not waiting and self.reading_paused:
             self.transport.resume_reading()
             self.reading_paused = False
-
-    def _release_slot(self) -> None:
-        self.held -= 1
-        self.channel.release_slot()
 
     # --- answering ------------------------------------------------------------------------------
 
@@ -230,7 +224,7 @@ class Connection(asyncio.Protocol):
                 frame, request = self.pending.popleft()
                 self.busy = True
                 self.update_reading()
-                slot = _Slot(self._release_slot)
+                slot = _Slot(self.channel.release_slot)
                 try:
                     # KIP-219: muted once the throttled answer is sent
                     if (wait := self.muted_until - time.monotonic()) > 0:
@@ -318,8 +312,7 @@ class Connection(asyncio.Protocol):
             logger.warning("%s", why)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
-        if not self.closed:
-            self.closed = True
+        self.closed = True
 
     def abort(self) -> None:
         """Drop the connection now (the server is stopping)."""

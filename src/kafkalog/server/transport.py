@@ -18,7 +18,6 @@ does. One connection's failure never stops the server.
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from kafkalog.errors import InvalidConfigError
 from kafkalog.protocol.wire import InvalidRequestError
@@ -26,8 +25,6 @@ from kafkalog.server.apis import KafkaApis
 from kafkalog.server.connection import Connection
 from kafkalog.server.context import BrokerSettings, ServedListener
 from kafkalog.server.principal import Peer, principal_mapper, subject_dn
-
-logger = logging.getLogger("kafkalog.server")
 
 
 class RequestChannel:
