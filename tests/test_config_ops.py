@@ -75,7 +75,7 @@ def test_replace_makes_the_sets_the_whole_new_set() -> None:
         ([AlterConfigOp("no.such.key", SET, "1")], "Unknown topic config name: no.such.key"),
         ([AlterConfigOp("retention.ms", SET, "soon")], "retention.ms"),
         ([AlterConfigOp("cleanup.policy", APPEND, "tidy")], "cleanup.policy"),
-        ([AlterConfigOp("retention.ms", SET, None)], "SET needs a value"),
+        ([AlterConfigOp("retention.ms", SET, None)], "Null value not supported for : retention.ms"),
         (
             [AlterConfigOp("retention.ms", SET, "1"), AlterConfigOp("retention.ms", DELETE)],
             "duplicate config keys",

@@ -476,9 +476,10 @@ def test_describe_configs_names_dynamic_broker_configs_as_kafka_does(tmp_path: P
     ]
 
 
-def test_a_broker_is_described_by_the_keys_of_topic_defaults(tmp_path: Path) -> None:
-    """Broker 1: each key that sets a topic default, with Kafka's source and read-only flag;
-    the empty name (every broker, ``--entity-default``): only those set so at run time."""
+def test_a_broker_is_described_by_the_keys_kafka_changes_at_run_time(tmp_path: Path) -> None:
+    """Broker 1: each key that sets a topic default, with Kafka's source and read-only flag,
+    and each other key Kafka changes at run time; the empty name (every broker,
+    ``--entity-default``): only those set so at run time."""
     from test_kraft_configs import _dynamic_broker_configs
 
     _dynamic_broker_configs(tmp_path, 1)
@@ -491,7 +492,9 @@ def test_a_broker_is_described_by_the_keys_of_topic_defaults(tmp_path: Path) -> 
     assert (hours.value, hours.config_source, hours.read_only) == ("1", 4, True)
     assert node["log.retention.ms"].value == "172800000"
     assert node["log.roll.ms"].value is None and node["log.roll.ms"].config_source == 5
-    assert "log.message.format.version" not in node and "num.io.threads" not in node
+    assert "log.message.format.version" not in node and "node.id" not in node
+    threads = node["num.io.threads"]
+    assert (threads.value, threads.config_source, threads.read_only) == ("8", 5, False)
     assert {k: (c.value, c.config_source) for k, c in every.items()} == {
         "log.retention.ms": ("172800000", 3)  # log.segment.bytes: broker 1's own is above it
     }

@@ -101,6 +101,7 @@ class InvalidConfigError(KafkaLogError, ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"invalid value for '{key}': {message}")
         self.key = key
+        self.detail = message  # without the key's prefix, as Kafka words its own errors
 
 
 class InvalidTopicError(KafkaLogError, ValueError):

@@ -13,7 +13,7 @@ unknown key, a duplicated key, or a value the topic config would not parse.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,35 +64,56 @@ def altered(
     ``replace``: the legacy AlterConfigs, whose SETs are the whole new set. The result is
     checked by parsing it as the topic's config."""
     ops = list(ops)
+    for op in ops:
+        if op.name not in TOPIC_CONFIG.keys:
+            raise InvalidConfigError(op.name, f"Unknown topic config name: {op.name}")
+
+    def list_default(name: str) -> str | None:
+        if TOPIC_CONFIG.keys[name].type is not Type.LIST:
+            return None
+        return defaults.to_properties()[name]
+
+    out = applied(current, ops, list_default, replace=replace)
+    LogConfig.from_properties(out, defaults=defaults)  # refuse what the topic would not parse
+    return out
+
+
+def applied(
+    current: Mapping[str, str],
+    ops: Iterable[AlterConfigOp],
+    list_default: Callable[[str], str | None],
+    *,
+    replace: bool = False,
+) -> dict[str, str]:
+    """Kafka's four operations on any resource's keys: ``list_default(name)`` is where an
+    APPEND or SUBTRACT on an unset key starts, None for a key that is not a list (refused, in
+    Kafka's words); it may raise for a key it does not know. A duplicated key is refused."""
+    ops = list(ops)
     names = [op.name for op in ops]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise InvalidConfigError(duplicated[0], "Error due to duplicate config keys")
     out: dict[str, str] = {} if replace else dict(current)
     for op in ops:
-        key = TOPIC_CONFIG.keys.get(op.name)
-        if key is None:
-            raise InvalidConfigError(op.name, f"Unknown topic config name: {op.name}")
         if op.op is AlterConfigOpType.DELETE:
             out.pop(op.name, None)
             continue
         if op.value is None:
-            raise InvalidConfigError(op.name, f"{op.op.name} needs a value")
+            raise InvalidConfigError(op.name, f"Null value not supported for : {op.name}")
         if op.op is AlterConfigOpType.SET:
             out[op.name] = op.value
             continue
-        if key.type is not Type.LIST:
+        default = list_default(op.name)
+        if default is None:
             verb = "append" if op.op is AlterConfigOpType.APPEND else "subtract"
             raise InvalidConfigError(
                 op.name, f"Config value {verb} is not allowed for config key: {op.name}"
             )
-        base = out.get(op.name, defaults.to_properties()[op.name])
-        old = [v for v in base.split(",") if v]
+        old = [v for v in out.get(op.name, default).split(",") if v]
         given = [v.strip() for v in op.value.split(",") if v.strip()]
         if op.op is AlterConfigOpType.APPEND:
             new = old + [v for v in given if v not in old]
         else:
             new = [v for v in old if v not in given]
         out[op.name] = ",".join(new)
-    LogConfig.from_properties(out, defaults=defaults)  # refuse what the topic would not parse
     return out

@@ -42,6 +42,10 @@ class KRaftConfigs(NamedTuple):
     # the ACLs in force, as AccessControlEntryRecord fields (the server's acl_store reads them)
     acls: tuple[dict[str, Any], ...] = ()
     quotas: Mapping[QuotaEntity, Mapping[str, float]] = MappingProxyType({})  # client quotas
+    # kafkalog's own dynamic configs, when its file holds them (log_dir.DYNAMIC_CONFIGS_FILE):
+    # broker level ("" for every broker, else a node id) -> keys, and group -> keys
+    brokers: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+    groups: Mapping[str, Mapping[str, str]] = MappingProxyType({})
 
 
 def kraft_configs(metadata_dir: Path, node_id: int | None = None) -> KRaftConfigs:

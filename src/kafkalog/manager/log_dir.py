@@ -29,6 +29,8 @@ from kafkalog.types import CLUSTER_METADATA_TOPIC, TopicPartition
 logger = logging.getLogger("kafkalog.manager")
 
 TOPIC_CONFIGS_FILE = "kafkalog-topic-configs.json"
+# broker and group configs set at run time (Kafka keeps them in its metadata log)
+DYNAMIC_CONFIGS_FILE = "kafkalog-dynamic-configs.json"
 PartitionDir = tuple[TopicPartition, Path]
 
 
@@ -127,6 +129,15 @@ class LogDirectory:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
         write_atomically(self.path / TOPIC_CONFIGS_FILE, text.encode())
 
+    def write_dynamic_configs(
+        self, brokers: Mapping[str, Mapping[str, str]], groups: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        document = {
+            "brokers": {level: dict(c) for level, c in sorted(brokers.items()) if c},
+            "groups": {group: dict(c) for group, c in sorted(groups.items()) if c},
+        }
+        write_atomically(self.path / DYNAMIC_CONFIGS_FILE, json.dumps(document, indent=1).encode())
+
     def release(self) -> None:
         self._lock.release()
 
@@ -148,29 +159,71 @@ def topic_configs(
 
 
 def stored_configs(
-    log_dirs: Sequence[Path], metadata_log_dir: str | Path | None = None
+    log_dirs: Sequence[Path], metadata_log_dir: str | Path | None = None, node: int | None = None
 ) -> KRaftConfigs:
     """Every topic's config overrides: those kafkalog's file in each log directory names, and
     for other topics those a KRaft node's metadata log holds (a Kafka broker keeps topic configs
     there); and the metadata log's dynamic broker configs, every broker's and then those of the
     node the directories' ``meta.properties`` names. The metadata log is read once, from
     ``metadata.log.dir`` if given, else from the first log directory that has one (Kafka puts
-    it in the first of ``log.dirs``)."""
+    it in the first of ``log.dirs``).
+
+    Once a broker or group config was set at run time through kafkalog, its own file holds
+    every dynamic config (seeded from the metadata log's) and the broker layers come from it:
+    every broker's and node ``node``'s (the ``meta.properties`` node, else ``node``, else 1)."""
     configs: dict[str, dict[str, str]] = {}
     for d in log_dirs:
         configs.update(read_topic_configs(d))
+    meta_node = node_id(log_dirs)
+    this_node = meta_node if meta_node is not None else (1 if node is None else node)
+    kraft = KRaftConfigs({}, ({}, {}))
     homes = [Path(metadata_log_dir)] if metadata_log_dir else log_dirs
     for metadata_log in (home / f"{CLUSTER_METADATA_TOPIC}-0" for home in homes):
         if metadata_log.is_dir():
-            kraft = kraft_configs(metadata_log, node_id(log_dirs))
+            kraft = kraft_configs(metadata_log, meta_node)
             for topic, overrides in kraft.topics.items():
                 configs.setdefault(topic, overrides)
-            return KRaftConfigs(configs, kraft.broker_layers, kraft.acls, kraft.quotas)
-    if metadata_log_dir:  # given, so expected: a typo would quietly put Kafka's defaults on
-        logger.warning(
-            "metadata.log.dir %s holds no %s-0", metadata_log_dir, CLUSTER_METADATA_TOPIC
-        )
-    return KRaftConfigs(configs, ({}, {}))
+            break
+    else:
+        if metadata_log_dir:  # given, so expected: a typo would quietly put Kafka's defaults on
+            logger.warning(
+                "metadata.log.dir %s holds no %s-0", metadata_log_dir, CLUSTER_METADATA_TOPIC
+            )
+    own = next((found for d in log_dirs if (found := read_dynamic_configs(d)) is not None), None)
+    if own is None:
+        every, mine = kraft.broker_layers
+        brokers: dict[str, dict[str, str]] = {"": dict(every), str(this_node): dict(mine)}
+        groups: dict[str, dict[str, str]] = {}
+    else:
+        brokers, groups = own
+    layers = (brokers.get("", {}), brokers.get(str(this_node), {}))
+    return KRaftConfigs(configs, layers, kraft.acls, kraft.quotas, brokers, groups)
+
+
+def read_dynamic_configs(
+    log_dir: Path,
+) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]] | None:
+    """(broker level -> keys, group -> keys) kept in ``log_dir``; None if it has no such file;
+    CorruptCheckpointError if it is not what kafkalog writes."""
+    path = log_dir / DYNAMIC_CONFIGS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise CorruptCheckpointError(f"unreadable dynamic configs: {err}", file=str(path)) from err
+    parts = [data.get(k) if isinstance(data, dict) else None for k in ("brokers", "groups")]
+    found: list[dict[str, dict[str, str]]] = []
+    for part in parts:
+        if not isinstance(part, dict) or not all(isinstance(c, dict) for c in part.values()):
+            raise CorruptCheckpointError(
+                "dynamic configs must be a JSON object of brokers and groups, each name -> "
+                "{key: value}",
+                file=str(path),
+            )
+        found.append({str(n): {str(k): str(v) for k, v in c.items()} for n, c in part.items()})
+    brokers, groups = found
+    return brokers, groups
 
 
 def read_topic_configs(log_dir: Path) -> dict[str, dict[str, str]]:

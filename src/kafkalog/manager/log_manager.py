@@ -39,6 +39,7 @@ from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_co
 from kafkalog.manager.shutdown import close_logs
 from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
 from kafkalog.storage import filenames as fn
+from kafkalog.storage.meta_properties import node_id as meta_node_id
 from kafkalog.storage.partition_metadata import (
     random_topic_id,
     read_partition_metadata,
@@ -72,6 +73,7 @@ class LogManager:
         partitions: Iterable[TopicPartition] | None = None,
         num_partitions: int = 1,
         coordinated_transactions: bool = False,
+        node_id: int | None = None,
     ) -> None:
         """``partitions``: open only these (Kafka has no such mode). The directories are locked
         as always; the other partitions stay closed, keep their checkpoint entries, and are
@@ -79,7 +81,10 @@ class LogManager:
         that touches a few partitions (the Spark sink's commit). Such a manager deletes no
         topic, and creates one only if every partition of it is among ``partitions`` and
         none is on disk (the sink's auto-creation). ``coordinated_transactions``: serve's
-        coordinator times transactions out, so ``transaction.timeout.ms`` is off here."""
+        coordinator times transactions out, so ``transaction.timeout.ms`` is off here.
+        ``node_id``: the broker whose dynamic configs apply, when ``meta.properties`` names
+        none (serve's ``node.id``)."""
+        self._node_id = node_id
         self._coordinated_transactions = coordinated_transactions
         self._only = None if partitions is None else intents_.topic_partitions(partitions)
         self.num_partitions = check_int("num.partitions", num_partitions, 1, MAX_PARTITIONS)
@@ -92,6 +97,7 @@ class LogManager:
         if len(set(seen)) != len(seen):
             raise InvalidConfigError("log.dirs", f"duplicate log directories in {paths}")
         self.default_config = default_config or LogConfig()
+        self._static_default_config = self.default_config  # under no dynamic broker config
         self.clock = clock or SYSTEM_CLOCK
         self.config = config or ManagerConfig()
         self._lock = threading.RLock()
@@ -142,6 +148,7 @@ class LogManager:
             config=server.manager,
             partitions=partitions,
             num_partitions=server.broker.num_partitions,
+            node_id=server.broker.node_id,
             coordinated_transactions=coordinated_transactions,
         )
 
@@ -158,9 +165,14 @@ class LogManager:
         self._closed = True
 
     def _load_logs(self) -> None:
-        stored = stored_configs([d.path for d in self._dirs], self.config.metadata_log_dir)
+        stored = stored_configs(
+            [d.path for d in self._dirs], self.config.metadata_log_dir, self._node_id
+        )
         self._topic_configs.update(stored.topics)
-        self.dynamic_broker_configs = stored.broker_layers  # a Kafka broker's, set at run time
+        # broker configs set at run time, through kafkalog or a Kafka broker before it
+        self.dynamic_broker_configs = stored.broker_layers
+        self._broker_levels = {level: dict(c) for level, c in stored.brokers.items()}
+        self._group_configs = {group: dict(c) for group, c in stored.groups.items()}
         self.metadata_log = stored  # what a KRaft broker's holds: its ACLs, quotas too
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers
@@ -263,6 +275,65 @@ class LogManager:
                     log.update_config(config)
             logger.info("altered the config of topic %r: %s", topic, new)
             return new
+
+    def broker_configs(self, level: str) -> dict[str, str]:
+        """The broker keys set at run time for ``level``: ``""`` every broker, else a node id."""
+        with self._lock:
+            return dict(self._broker_levels.get(level, {}))
+
+    def alter_broker_configs(self, level: str, values: Mapping[str, str]) -> None:
+        """Make ``values`` the keys set at run time for ``level`` (``kafka-configs
+        --entity-type brokers``; the server checked them by Kafka's rules). Persisted first,
+        then the topic defaults among them are in force on every open log at once."""
+        with self._lock:
+            self._check_open()
+            before = dict(self._broker_levels)
+            self._broker_levels[level] = dict(values)
+            try:
+                self._write_dynamic_configs()
+            except BaseException:  # a full disk: memory must not say what the files do not
+                self._broker_levels = before
+                raise
+            own = self._broker_levels.get(self._own_level(), {})
+            self.dynamic_broker_configs = (self._broker_levels.get("", {}), own)
+            self.default_config = under_dynamic_broker_configs(
+                self._static_default_config, *self.dynamic_broker_configs
+            )
+            for tp, (log, _) in self._logs.items():
+                config = self.topic_config(tp.topic)
+                if config != log.config:
+                    log.update_config(config)
+            logger.info("broker configs set at run time for %s: %s",
+                        "every broker" if level == "" else f"broker {level}", values)  # fmt: skip
+
+    def _own_level(self) -> str:
+        found = meta_node_id(d.path for d in self._dirs)
+        if found is None:
+            found = 1 if self._node_id is None else self._node_id
+        return str(found)
+
+    def group_configs(self, group: str) -> dict[str, str]:
+        """The group's own configs (``kafka-configs --entity-type groups``)."""
+        with self._lock:
+            return dict(self._group_configs.get(group, {}))
+
+    def alter_group_configs(self, group: str, values: Mapping[str, str]) -> None:
+        """Make ``values`` the group's own configs (checked by the caller), persisted."""
+        with self._lock:
+            self._check_open()
+            before = dict(self._group_configs)
+            self._group_configs.pop(group, None)
+            if values:
+                self._group_configs[group] = dict(values)
+            try:
+                self._write_dynamic_configs()
+            except BaseException:
+                self._group_configs = before
+                raise
+
+    def _write_dynamic_configs(self) -> None:
+        for d in self._dirs:
+            d.write_dynamic_configs(self._broker_levels, self._group_configs)
 
     def create_topic(
         self,
