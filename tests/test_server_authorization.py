@@ -226,6 +226,45 @@ def test_a_super_user_is_refused_nothing(secured: tuple[Any, Path]) -> None:
     assert not refused, refused
 
 
+def test_broker_and_group_configs_need_the_clusters_and_the_groups_acl(
+    secured: tuple[Any, Path],
+) -> None:
+    """Altering a broker's configs needs ALTER_CONFIGS on the cluster, a group's on the group:
+    without them, Kafka's error and no file written; a super user alters both."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    server, data = secured
+
+    def alter(user: str, kind: ResourceType, name: str, key: str, value: str) -> str:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers,
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": user, "sasl.password": f"{user}-pw"})  # fmt: skip
+        entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(kind, name, incremental_configs=[entry])
+        (future,) = admin.incremental_alter_configs([resource]).values()
+        try:
+            future.result(15)
+        except Exception as err:
+            return str(err.args[0].name())
+        return "OK"
+
+    before = _files(data)
+    broker = (ResourceType.BROKER, "1", "log.retention.ms", "60000")
+    group = (ResourceType.GROUP, "g", "consumer.session.timeout.ms", "50000")
+    assert alter("bob", *broker) == "CLUSTER_AUTHORIZATION_FAILED"
+    assert alter("bob", *group) == "GROUP_AUTHORIZATION_FAILED"
+    assert _files(data) == before
+    assert (alter("admin", *broker), alter("admin", *group)) == ("OK", "OK")
+    assert server.manager.broker_configs("1") == {"log.retention.ms": "60000"}
+    assert server.manager.group_configs("g") == {"consumer.session.timeout.ms": "50000"}
+
+
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_kafka_with_standard_authorizer_refuses_the_same_way(tmp_path: Path) -> None:
