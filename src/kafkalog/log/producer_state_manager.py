@@ -34,6 +34,7 @@ from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.segment import LogOffsetMetadata
 from kafkalog.storage.segments import LogSegments
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.types import INT32_MAX
 
 logger = logging.getLogger("kafkalog.log.producer_state")
 INT = Type.INT
@@ -99,6 +100,28 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
+
+    def next_in_sequence(self, batch: AnyBatch) -> ProducerStateEntry | None:
+        """The producer's entry when a client's ``batch`` is simply its next data batch: same
+        epoch, the sequence after its last, no transaction open or begun. Then
+        ``ProducerAppendInfo`` would check nothing that can fail and change only what
+        ``ProducerStateEntry.add_batch`` changes, so the common append can skip staging it
+        (such a batch is never a duplicate: a retry repeats a sequence). None otherwise."""
+        entry = self.producers.get(batch.producer_id)
+        if (
+            entry is None
+            or not entry.batch_metadata
+            or entry.producer_epoch != batch.producer_epoch
+            or entry.current_txn_first_offset is not None
+            or batch.is_transactional
+            or batch.is_control
+        ):
+            return None
+        last_seq = entry.batch_metadata[-1].last_seq
+        first_seq = batch.base_sequence
+        if first_seq == last_seq + 1 or (first_seq == 0 and last_seq == INT32_MAX):
+            return entry
+        return None
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)

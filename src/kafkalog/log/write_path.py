@@ -109,6 +109,10 @@ def _check_epoch(leader_epoch: int | None) -> None:
 class LogAppender:
     """Appends to one partition's Log; every entry point holds the Log's lock throughout."""
 
+    # True sends every idempotent append through ProducerAppendInfo, the reference the
+    # next-in-sequence shortcut is checked against
+    stage_every_update = False
+
     def __init__(
         self,
         local: LocalLog,
@@ -481,15 +485,35 @@ class LogAppender:
         """
         self._check_segment_size(len(data))
         segment = self._maybe_roll(len(data), max_ts, last_offset, first_offset, verify)
-        updates, completed, duplicate = self._producer_updates(batches, segment, origin)
-        if duplicate is not None:
-            return duplicate
+        state = self._producer_state
+        # a producer's next batch, the common case, needs no staged update (see next_in_sequence)
+        following = (
+            state.next_in_sequence(batches[0])
+            if self.stage_every_update is False
+            and len(batches) == 1
+            and origin is AppendOrigin.CLIENT
+            else None
+        )
+        updates: Sequence[ProducerAppendInfo] = ()
+        completed: Sequence[CompletedTxn] = ()
+        if following is None:
+            updates, completed, duplicate = self._producer_updates(batches, segment, origin)
+            if duplicate is not None:
+                return duplicate
         segment.append(last_offset, max_ts, shallow, data, verify)
         for epoch, start in epochs:
             if epoch >= 0:
                 self._epochs.assign(epoch, start)
         self._local.update_log_end_offset(last_offset + 1, segment)
-        state = self._producer_state
+        if following is not None:
+            b = batches[0]
+            following.add_batch(
+                b.producer_epoch,
+                b.last_sequence,
+                b.last_offset,
+                b.last_offset - b.base_offset,
+                b.max_timestamp,
+            )
         for info in updates:
             state.update(info)
         for txn in completed:
