@@ -97,7 +97,7 @@ def configs(
     """Describe or alter a topic's configs, or describe a broker's, like kafka-configs.
 
     A broker is described by the keys that set topic defaults: from Kafka's defaults and the
-    run-time ones a Kafka broker keeps in its metadata log (read only here).
+    run-time ones kafkalog serve keeps, or a Kafka broker in its metadata log (read only here).
 
     \b
     Examples:
