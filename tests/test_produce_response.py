@@ -16,7 +16,13 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_writer
 
 from kafkalog.protocol.api_keys import ApiKey
-from kafkalog.protocol.produce_response import encode_produce_response
+from kafkalog.protocol.produce_response import (
+    PartitionAnswer,
+    ProduceAnswer,
+    RecordErrorAnswer,
+    TopicAnswer,
+    encode_produce_response,
+)
 from kafkalog.protocol.wire import Request, encode_response, make, payload_module
 
 pytestmark = pytest.mark.one_codec
@@ -88,6 +94,30 @@ def test_the_same_bytes_as_kio_at_every_version(version: int, data: st.DataObjec
     assert ours == kio_frame(version, correlation_id, body)
     request = Request(ApiKey.PRODUCE, version, correlation_id, None, None)
     assert encode_response(request, body) == ours
+    assert encode_response(request, _plain(body)) == ours  # what the handler builds
+
+
+def _plain(body: Any) -> ProduceAnswer:
+    """The kio response as the handler's plain objects, field for field."""
+    return ProduceAnswer(
+        tuple(
+            TopicAnswer(
+                topic.name,
+                tuple(
+                    PartitionAnswer(
+                        p.index, p.error_code, p.base_offset, p.log_append_time,
+                        getattr(p, "log_start_offset", -1),
+                        tuple(RecordErrorAnswer(e.batch_index, e.batch_index_error_message)
+                              for e in getattr(p, "record_errors", ())),
+                        getattr(p, "error_message", None),
+                    )
+                    for p in topic.partition_responses
+                ),
+            )
+            for topic in body.responses
+        ),
+        body.throttle_time,
+    )  # fmt: skip
 
 
 def test_what_the_broker_never_sets_is_left_to_kio() -> None:

@@ -27,9 +27,14 @@ from kio.schema.errors import ErrorCode
 
 from kafkalog.errors import InvalidRecordError, KafkaLogError, UnsupportedCompressionTypeError
 from kafkalog.log.append_info import LogAppendInfo
-from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
-from kafkalog.protocol.wire import Request, make, payload_module
+from kafkalog.protocol.produce_response import (
+    PartitionAnswer,
+    ProduceAnswer,
+    RecordErrorAnswer,
+    TopicAnswer,
+)
+from kafkalog.protocol.wire import Request
 from kafkalog.records import MemoryRecords, RecordBatch
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.records.v2_layout import (
@@ -54,7 +59,6 @@ TRANSACTIONAL_FLAG = 0x10  # the low attributes byte's bit 4
 
 
 def _partition(
-    mod: Any,
     index: int,
     code: ErrorCode,
     base_offset: int = -1,
@@ -62,24 +66,19 @@ def _partition(
     log_start: int = -1,
     message: str | None = None,
     record_errors: tuple[tuple[int, str], ...] = (),
-) -> Any:
-    return make(
-        mod,
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=base_offset,
-        log_append_time=(
+) -> PartitionAnswer:
+    return PartitionAnswer(
+        index,
+        code,
+        base_offset,
+        (
             None
             if append_time < 0
             else datetime.datetime.fromtimestamp(append_time / 1000, datetime.UTC)
         ),
-        log_start_offset=log_start,
-        record_errors=tuple(
-            make(mod, "BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=why)
-            for i, why in record_errors
-        ),
-        error_message=message,
+        log_start,
+        tuple(RecordErrorAnswer(i, why) for i, why in record_errors),
+        message,
     )
 
 
@@ -181,7 +180,6 @@ def _has_transactional_records(body: Any) -> bool:
 def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
     """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
     body, version = request.body, request.api_version
-    mod = payload_module(ApiKey.PRODUCE, version, True)
     acks = body.acks
     wrote = False
     topics = []
@@ -206,10 +204,10 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
         )
         for part in topic.partition_data:
             if acks not in (0, 1, -1):
-                partitions.append(_partition(mod, part.index, ErrorCode.invalid_required_acks))
+                partitions.append(_partition(part.index, ErrorCode.invalid_required_acks))
                 continue
             if refused is not None:
-                partitions.append(_partition(mod, part.index, refused))
+                partitions.append(_partition(part.index, refused))
                 continue
             try:
                 check_produce_allowed(topic.name, request.client_id)
@@ -222,7 +220,7 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                         ctx, body.transactional_id, (topic.name, part.index), first, part.records
                     )
                     if info is None:
-                        partitions.append(_partition(mod, part.index, code))
+                        partitions.append(_partition(part.index, code))
                         continue
                 else:
                     info = log.append_records(part.records)
@@ -233,13 +231,12 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                 logger.debug("produce to %s-%d failed: %s", topic.name, part.index, err)
                 per_record = getattr(err, "record_errors", ())  # KIP-467: which records
                 partitions.append(
-                    _partition(mod, part.index, code, message=str(err), record_errors=per_record)
+                    _partition(part.index, code, message=str(err), record_errors=per_record)
                 )
                 continue
             wrote = wrote or not info.duplicate
             partitions.append(
                 _partition(
-                    mod,
                     part.index,
                     ErrorCode.none,
                     info.first_offset,
@@ -247,13 +244,9 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                     info.log_start_offset,
                 )
             )
-        topics.append(
-            make(
-                mod, "TopicProduceResponse", name=topic.name, partition_responses=tuple(partitions)
-            )
-        )
+        topics.append(TopicAnswer(topic.name, tuple(partitions)))
     if wrote:
         ctx.on_append()
     if acks == 0:
         return None
-    return make(mod, "ProduceResponse", responses=tuple(topics), throttle_time=NO_THROTTLE)
+    return ProduceAnswer(tuple(topics), NO_THROTTLE)
