@@ -74,6 +74,9 @@ class Connection(asyncio.Protocol):
         self.sending_file = False  # loop.sendfile owns the reading state meanwhile
         self.writing_paused = False
         self.closed = False
+        # answers given in this read's turn, sent together at its end: one send for the
+        # requests a read brought, not one each (the loopback TCP send cost ~9 us apiece)
+        self._unsent: list[bytes] = []
         self._wake: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
@@ -151,6 +154,12 @@ class Connection(asyncio.Protocol):
         read again once none is."""
         if self.closed or self.transport is None:
             return
+        try:
+            self._cut_and_answer(self.transport)
+        finally:
+            self._send_unsent()
+
+    def _cut_and_answer(self, transport: asyncio.Transport) -> None:
         frames, pending, channel = self.frames, self.pending, self.channel
         answered = 0
         try:
@@ -183,10 +192,10 @@ class Connection(asyncio.Protocol):
         if self.sending_file:  # loop.sendfile pauses and resumes reading itself
             return
         if waiting and not self.reading_paused:
-            self.transport.pause_reading()
+            transport.pause_reading()
             self.reading_paused = True
         elif not waiting and self.reading_paused:
-            self.transport.resume_reading()
+            transport.resume_reading()
             self.reading_paused = False
 
     # --- answering ------------------------------------------------------------------------------
@@ -208,9 +217,16 @@ class Connection(asyncio.Protocol):
             logger.exception("closing connection from %s after an unexpected error", self.address)
             self._fail(None)
             return None
-        if isinstance(answer, bytes) and self.transport is not None:
-            self.transport.write(answer)
+        if isinstance(answer, bytes):
+            self._unsent.append(answer)
         return answer
+
+    def _send_unsent(self) -> None:
+        unsent = self._unsent
+        if unsent:
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
+            unsent.clear()
 
     def _throttled(self, ms: int) -> None:  # from a handler thread too: one float, under the GIL
         self.muted_until = max(self.muted_until, time.monotonic() + ms / 1000)
@@ -308,6 +324,7 @@ class Connection(asyncio.Protocol):
         self._fail(None)
 
     def _fail(self, why: str | None) -> None:
+        self._send_unsent()  # the answers before the failing request, as Kafka sends them
         if why is not None:
             logger.warning("%s", why)
         if self.transport is not None and not self.transport.is_closing():
