@@ -198,14 +198,16 @@ def test_the_answers_to_frames_read_together_go_out_in_one_send(
     monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)
     with LogManager(tmp_path) as manager:
         manager.create_topic("t", 1)
-    with serve(tmp_path) as server:
-        with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
-            sock.sendall(b"".join(_produce("t", b"v%d" % i, i) for i in range(4)))
-            answers = [read_frame(sock) for _ in range(4)]
-            assert [_correlation(a) for a in answers] == [0, 1, 2, 3]
-            assert len(writes) == 1 and writes[0] == sum(len(a) for a in answers)
-            cut = _produce("t", b"c", 6)[:-20]  # a Produce that does not parse
-            refused = (len(cut) - 4).to_bytes(4, "big") + cut[4:]
-            sock.sendall(_produce("t", b"a", 4) + _produce("t", b"b", 5) + refused)
-            assert [_correlation(read_frame(sock)) for _ in range(2)] == [4, 5]
-            assert read_frame(sock) == b""  # then closed
+    with (
+        serve(tmp_path) as server,
+        socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock,
+    ):
+        sock.sendall(b"".join(_produce("t", b"v%d" % i, i) for i in range(4)))
+        answers = [read_frame(sock) for _ in range(4)]
+        assert [_correlation(a) for a in answers] == [0, 1, 2, 3]
+        assert len(writes) == 1 and writes[0] == sum(len(a) for a in answers)
+        cut = _produce("t", b"c", 6)[:-20]  # a Produce that does not parse
+        refused = (len(cut) - 4).to_bytes(4, "big") + cut[4:]
+        sock.sendall(_produce("t", b"a", 4) + _produce("t", b"b", 5) + refused)
+        assert [_correlation(read_frame(sock)) for _ in range(2)] == [4, 5]
+        assert read_frame(sock) == b""  # then closed
