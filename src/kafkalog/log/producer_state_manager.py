@@ -13,7 +13,7 @@ Thread-safety: none of its own; the Log calls it under the log lock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from kafkalog.config_def import ConfigDef, Type, at_least, define
 from kafkalog.errors import CorruptSnapshotError
 from kafkalog.log.producer_state import (
+    BatchMetadata,
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateEntry,
@@ -31,7 +32,7 @@ from kafkalog.records import AnyBatch
 from kafkalog.storage import filenames as fn
 from kafkalog.storage import producer_snapshot as snap
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
-from kafkalog.storage.segment import LogOffsetMetadata
+from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
 from kafkalog.storage.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.types import INT32_MAX
@@ -122,6 +123,38 @@ class ProducerStateManager:
         if first_seq == last_seq + 1 or (first_seq == 0 and last_seq == INT32_MAX):
             return entry
         return None
+
+    def stage_updates(
+        self, batches: Sequence[AnyBatch], segment: LogSegment, origin: AppendOrigin
+    ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        """The producer-state changes of the batches an append writes at the end of
+        ``segment``, staged (nothing live changes here), or the cached batch a client's batch
+        duplicates."""
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        position = segment.size
+        for batch in batches:
+            pid = batch.producer_id
+            if pid >= 0:
+                if origin is AppendOrigin.CLIENT:
+                    entry = self.producers.get(pid)
+                    duplicate = entry.find_duplicate_batch(batch) if entry else None
+                    if duplicate is not None:
+                        return [], [], duplicate
+                info = updates.get(pid)
+                if info is None:
+                    info = updates[pid] = self.prepare_update(pid, origin)
+                # a transaction's start position lets the LSO resolve without an index lookup
+                meta = (
+                    LogOffsetMetadata(batch.base_offset, segment.base_offset, position)
+                    if batch.is_transactional
+                    else None
+                )
+                txn = info.append(batch, meta)
+                if txn is not None:
+                    completed.append(txn)
+            position += batch.size_in_bytes
+        return list(updates.values()), completed, None
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)

@@ -54,7 +54,7 @@ from kafkalog.log.watermarks import Watermarks
 from kafkalog.records import AnyBatch, MemoryRecords, Record, RecordBatch, build_end_txn_marker
 from kafkalog.records.codec import record_codec
 from kafkalog.records.record import RecordFacts
-from kafkalog.storage.segment import LogOffsetMetadata, LogSegment
+from kafkalog.storage.segment import LogSegment
 from kafkalog.types import (
     INT16_MAX,
     INT32_MAX,
@@ -497,7 +497,7 @@ class LogAppender:
         updates: Sequence[ProducerAppendInfo] = ()
         completed: Sequence[CompletedTxn] = ()
         if following is None:
-            updates, completed, duplicate = self._producer_updates(batches, segment, origin)
+            updates, completed, duplicate = state.stage_updates(batches, segment, origin)
             if duplicate is not None:
                 return duplicate
         segment.append(last_offset, max_ts, shallow, data, verify)
@@ -528,37 +528,6 @@ class LogAppender:
         ):
             self._flush()
         return None
-
-    def _producer_updates(
-        self, batches: Sequence[AnyBatch], segment: LogSegment, origin: AppendOrigin
-    ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
-        """Stage the producer-state changes of the batches; nothing live changes here."""
-        updates: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        position = segment.size
-        state = self._producer_state
-        for batch in batches:
-            pid = batch.producer_id
-            if pid >= 0:
-                if origin is AppendOrigin.CLIENT:
-                    entry = state.last_entry(pid)
-                    duplicate = entry.find_duplicate_batch(batch) if entry else None
-                    if duplicate is not None:
-                        return [], [], duplicate
-                info = updates.get(pid)
-                if info is None:
-                    info = updates[pid] = state.prepare_update(pid, origin)
-                # a transaction's start position lets the LSO resolve without an index lookup
-                meta = (
-                    LogOffsetMetadata(batch.base_offset, segment.base_offset, position)
-                    if batch.is_transactional
-                    else None
-                )
-                txn = info.append(batch, meta)
-                if txn is not None:
-                    completed.append(txn)
-            position += batch.size_in_bytes
-        return list(updates.values()), completed, None
 
     def _duplicate_info(
         self,

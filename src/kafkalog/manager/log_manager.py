@@ -31,7 +31,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
-from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
+from kafkalog.manager.dynamic_configs import DynamicConfigs, RunTimeConfigs
 from kafkalog.manager.log_dir import LogDirectory, stored_configs
 from kafkalog.manager.offline_dirs import OfflineLogDirs, load_directory
 from kafkalog.manager.scheduler import Scheduler
@@ -39,7 +39,6 @@ from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_co
 from kafkalog.manager.shutdown import close_logs
 from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
 from kafkalog.storage import filenames as fn
-from kafkalog.storage.meta_properties import node_id as meta_node_id
 from kafkalog.storage.partition_metadata import (
     random_topic_id,
     read_partition_metadata,
@@ -59,7 +58,7 @@ MAX_PARTITIONS = 100_000
 logger = logging.getLogger("kafkalog.manager")
 
 
-class LogManager:
+class LogManager(RunTimeConfigs):
     """Owns the logs of its directories. Thread-safe: the map and directory files are guarded by
     one lock; each Log guards itself."""
 
@@ -171,8 +170,7 @@ class LogManager:
         self._topic_configs.update(stored.topics)
         # broker configs set at run time, through kafkalog or a Kafka broker before it
         self.dynamic_broker_configs = stored.broker_layers
-        self._broker_levels = {level: dict(c) for level, c in stored.brokers.items()}
-        self._group_configs = {group: dict(c) for group, c in stored.groups.items()}
+        self._dynamic = DynamicConfigs(stored, self._write_dynamic_configs)
         self.metadata_log = stored  # what a KRaft broker's holds: its ACLs, quotas too
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers
@@ -229,111 +227,6 @@ class LogManager:
         schedule_tasks(self.scheduler, self.config, tasks)
 
     # --- topics and partitions ----------------------------------------------------------------
-
-    def topic_overrides(self, topic: str) -> dict[str, str]:
-        """The topic's persisted config overrides (Kafka property names)."""
-        with self._lock:
-            return dict(self._topic_configs.get(topic, {}))
-
-    def topic_config(self, topic: str) -> LogConfig:
-        """The topic's config: the manager's defaults plus its persisted overrides."""
-        overrides = self._topic_configs.get(topic, {})
-        return LogConfig.from_properties(overrides, defaults=self.default_config)
-
-    def alter_topic_config(
-        self,
-        topic: str,
-        updates: Mapping[str, Any] | Iterable[AlterConfigOp],
-        *,
-        replace: bool = False,
-        validate_only: bool = False,
-    ) -> dict[str, str]:
-        """Change a topic's overrides (``kafka-configs --alter``, KIP-339): ``{key: value}``
-        sets, ``{key: None}`` deletes, ``AlterConfigOp``s also APPEND/SUBTRACT list values;
-        ``replace`` makes the SETs the whole new set (the legacy AlterConfigs). The result is
-        persisted, then applied to the open logs at once. Returns the new overrides."""
-        with self._lock:
-            self._check_open()
-            if not any(
-                tp.topic == topic
-                for tp in [*self._logs, *self._unopened, *self._offline.partitions]
-            ):
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-            current = self._topic_configs.get(topic, {})
-            new = altered(current, as_ops(updates), self.default_config, replace=replace)
-            if validate_only or new == current:
-                return new
-            self._topic_configs[topic] = new
-            try:
-                self._write_topic_configs()
-            except BaseException:  # a full disk: memory must not say what the files do not
-                self._topic_configs[topic] = current
-                raise
-            config = self.topic_config(topic)
-            for tp, (log, _) in self._logs.items():
-                if tp.topic == topic:
-                    log.update_config(config)
-            logger.info("altered the config of topic %r: %s", topic, new)
-            return new
-
-    def broker_configs(self, level: str) -> dict[str, str]:
-        """The broker keys set at run time for ``level``: ``""`` every broker, else a node id."""
-        with self._lock:
-            return dict(self._broker_levels.get(level, {}))
-
-    def alter_broker_configs(self, level: str, values: Mapping[str, str]) -> None:
-        """Make ``values`` the keys set at run time for ``level`` (``kafka-configs
-        --entity-type brokers``; the server checked them by Kafka's rules). Persisted first,
-        then the topic defaults among them are in force on every open log at once."""
-        with self._lock:
-            self._check_open()
-            before = dict(self._broker_levels)
-            self._broker_levels[level] = dict(values)
-            try:
-                self._write_dynamic_configs()
-            except BaseException:  # a full disk: memory must not say what the files do not
-                self._broker_levels = before
-                raise
-            own = self._broker_levels.get(self._own_level(), {})
-            self.dynamic_broker_configs = (self._broker_levels.get("", {}), own)
-            self.default_config = under_dynamic_broker_configs(
-                self._static_default_config, *self.dynamic_broker_configs
-            )
-            for tp, (log, _) in self._logs.items():
-                config = self.topic_config(tp.topic)
-                if config != log.config:
-                    log.update_config(config)
-            logger.info("broker configs set at run time for %s: %s",
-                        "every broker" if level == "" else f"broker {level}", values)  # fmt: skip
-
-    def _own_level(self) -> str:
-        found = meta_node_id(d.path for d in self._dirs)
-        if found is None:
-            found = 1 if self._node_id is None else self._node_id
-        return str(found)
-
-    def group_configs(self, group: str) -> dict[str, str]:
-        """The group's own configs (``kafka-configs --entity-type groups``)."""
-        with self._lock:
-            return dict(self._group_configs.get(group, {}))
-
-    def alter_group_configs(self, group: str, values: Mapping[str, str]) -> None:
-        """Make ``values`` the group's own configs (checked by the caller), persisted."""
-        with self._lock:
-            self._check_open()
-            before = dict(self._group_configs)
-            self._group_configs.pop(group, None)
-            if values:
-                self._group_configs[group] = dict(values)
-            try:
-                self._write_dynamic_configs()
-            except BaseException:
-                self._group_configs = before
-                raise
-
-    def _write_dynamic_configs(self) -> None:
-        for d in self._dirs:
-            d.write_dynamic_configs(self._broker_levels, self._group_configs)
 
     def create_topic(
         self,
