@@ -225,3 +225,13 @@ def test_a_damaged_file_is_named(tmp_path: Path, text: str) -> None:
     (tmp_path / DYNAMIC_CONFIGS_FILE).write_text(text)
     with pytest.raises(CorruptCheckpointError, match="dynamic configs"):
         LogManager(tmp_path)
+
+
+def test_node_zero_is_its_own_level(tmp_path: Path) -> None:
+    """``node.id=0`` is a node like any other: its level applies, at start and at once."""
+    with LogManager(tmp_path, node_id=0) as manager:
+        (log,) = manager.create_topic("t", 1)
+        manager.alter_broker_configs("0", {"log.retention.ms": "60000"})
+        assert log.config.retention_ms == 60000
+    with LogManager(tmp_path, node_id=0) as manager:
+        assert manager.get_log("t").config.retention_ms == 60000

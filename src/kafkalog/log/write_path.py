@@ -489,9 +489,7 @@ class LogAppender:
         # a producer's next batch, the common case, needs no staged update (see next_in_sequence)
         following = (
             state.next_in_sequence(batches[0])
-            if self.stage_every_update is False
-            and len(batches) == 1
-            and origin is AppendOrigin.CLIENT
+            if not self.stage_every_update and len(batches) == 1 and origin is AppendOrigin.CLIENT
             else None
         )
         updates: Sequence[ProducerAppendInfo] = ()

@@ -25,7 +25,6 @@ from kafkalog.manager.kraft_configs import KRaftConfigs
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.offline_dirs import OfflineLogDirs
 from kafkalog.manager.server_config import under_dynamic_broker_configs
-from kafkalog.storage.meta_properties import node_id as meta_node_id
 from kafkalog.types import TopicPartition
 
 logger = logging.getLogger("kafkalog.manager")
@@ -78,7 +77,7 @@ class RunTimeConfigs:
     _dirs: list[LogDirectory]
     _topic_configs: dict[str, dict[str, str]]
     _dynamic: DynamicConfigs
-    _node_id: int | None
+    _own_level: str  # this node's id: its broker level
     _static_default_config: LogConfig
     default_config: LogConfig
     dynamic_broker_configs: tuple[Mapping[str, str], Mapping[str, str]]
@@ -147,9 +146,10 @@ class RunTimeConfigs:
         with self._lock:
             self._check_open()
             self._dynamic.set_broker(level, values)
-            found = meta_node_id(d.path for d in self._dirs)
-            own = str(found if found is not None else self._node_id or 1)
-            self.dynamic_broker_configs = (self._dynamic.broker(""), self._dynamic.broker(own))
+            self.dynamic_broker_configs = (
+                self._dynamic.broker(""),
+                self._dynamic.broker(self._own_level),
+            )
             self.default_config = under_dynamic_broker_configs(
                 self._static_default_config, *self.dynamic_broker_configs
             )

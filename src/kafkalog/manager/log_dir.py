@@ -175,7 +175,7 @@ def stored_configs(
     for d in log_dirs:
         configs.update(read_topic_configs(d))
     meta_node = node_id(log_dirs)
-    this_node = meta_node if meta_node is not None else (1 if node is None else node)
+    this_node = own_node(log_dirs, node)
     kraft = KRaftConfigs({}, ({}, {}))
     homes = [Path(metadata_log_dir)] if metadata_log_dir else log_dirs
     for metadata_log in (home / f"{CLUSTER_METADATA_TOPIC}-0" for home in homes):
@@ -198,6 +198,13 @@ def stored_configs(
         brokers, groups = own
     layers = (brokers.get("", {}), brokers.get(str(this_node), {}))
     return KRaftConfigs(configs, layers, kraft.acls, kraft.quotas, brokers, groups)
+
+
+def own_node(log_dirs: Sequence[Path], node: int | None) -> int:
+    """The node whose run-time broker configs apply: ``meta.properties``' id, else ``node``
+    (serve's ``node.id``), else 1 (``node.id``'s default)."""
+    found = node_id(log_dirs)
+    return found if found is not None else (1 if node is None else node)
 
 
 def read_dynamic_configs(

@@ -32,7 +32,7 @@ from kafkalog.log.log import Log
 from kafkalog.manager import topic_intents as intents_
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.dynamic_configs import DynamicConfigs, RunTimeConfigs
-from kafkalog.manager.log_dir import LogDirectory, stored_configs
+from kafkalog.manager.log_dir import LogDirectory, own_node, stored_configs
 from kafkalog.manager.offline_dirs import OfflineLogDirs, load_directory
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_configs
@@ -171,6 +171,7 @@ class LogManager(RunTimeConfigs):
         # broker configs set at run time, through kafkalog or a Kafka broker before it
         self.dynamic_broker_configs = stored.broker_layers
         self._dynamic = DynamicConfigs(stored, self._write_dynamic_configs)
+        self._own_level = str(own_node([d.path for d in self._dirs], self._node_id))
         self.metadata_log = stored  # what a KRaft broker's holds: its ACLs, quotas too
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers

@@ -187,12 +187,8 @@ def _broker_configs(ctx: BrokerContext, mod: Any, resource: Any, body: Any) -> t
     every_level, own_level = dynamic
     # the other keys Kafka changes at run time: all of them for this broker, those set for
     # every broker for the empty name; a key Kafka does not define is kept, not described
-    names = (
-        set(every_level)
-        if every
-        else {*DYNAMIC_BROKER_KEYS, *every_level, *own_level} - REPLICATION_QUOTA_KEYS
-        | (REPLICATION_QUOTA_KEYS & {*every_level, *own_level})
-    )
+    set_here = {*every_level} if every else {*every_level, *own_level}
+    names = set_here if every else set_here | (DYNAMIC_BROKER_KEYS.keys() - REPLICATION_QUOTA_KEYS)
     for name in sorted(names - set(BROKER_TOPIC_DEFAULTS)):
         if base_name(name) in DYNAMIC_BROKER_KEYS and (wanted is None or name in wanted):
             out.append(_run_time_entry(ctx, mod, body, name, every))
