@@ -279,7 +279,26 @@ def main() -> int:
     )
     if unexpected:
         print(f"failed: {', '.join(unexpected)}")
+        for number in sorted({name[:4] for name in unexpected}):
+            for attempt in (workdir, workdir / "again"):
+                for line in failure_reasons(attempt / f"test-runner-{number}.out"):
+                    print(f"  {attempt.name}/{number}: {line}")
     return 1 if unexpected else 0
+
+
+def failure_reasons(output: Path, most: int = 6) -> list[str]:
+    """The runner's own words on why a test failed: each ``### Test ... failed at ...`` line
+    and the assertion under it, so that a CI log that shows only the summary still says why."""
+    try:
+        text = re.sub(r"\x1b\[[0-9;]*m|\x1b\(B", "", output.read_text(errors="replace"))
+    except OSError:
+        return []
+    lines = text.splitlines()
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("### Test ") and "failed at" in line:
+            found += [line[:300], *(x[:300] for x in lines[i + 1 : i + 2] if x.strip())]
+    return found[: 2 * most]
 
 
 if __name__ == "__main__":

@@ -554,6 +554,80 @@ def test_a_static_member_restarting_into_a_stable_group_takes_its_place_without_
     asyncio.run(scenario())
 
 
+async def _stable_static_pair(group: Group) -> tuple[Any, Any]:
+    """Static members a and b joined and synced; (the leader's result, the other's)."""
+    a = group.join(_req(instance="a"))
+    b = group.join(_req(instance="b"))
+    a_res, b_res = await asyncio.wait_for(asyncio.gather(a, b), 5)
+    leader, follower = (a_res, b_res) if a_res.members else (b_res, a_res)
+    plan = {m[0]: m[0].encode() for m in leader.members}
+    syncs = [
+        group.sync(r.member_id, r.generation, i, plan if r is leader else {})
+        for r, i in ((a_res, "a"), (b_res, "b"))
+    ]
+    await asyncio.wait_for(asyncio.gather(*syncs), 5)
+    return leader, follower
+
+
+def _instance_of(group: Group, member_id: str) -> str:
+    instance = group.members[member_id].group_instance_id
+    assert instance is not None
+    return instance
+
+
+def test_a_static_member_returning_with_another_subscription_does_not_rebalance_the_group() -> None:
+    """Kafka's updateStaticMemberThenRebalanceOrCompleteJoin looks only at the protocol the
+    group would select: new metadata under the same protocols (a regex subscription that
+    matched more topics) replaces the member without a rebalance, the new metadata kept; a
+    protocol list that changes the selection rebalances."""
+
+    async def scenario() -> None:
+        group = Group("g", asyncio.get_running_loop().time, 100)
+        leader, follower = await _stable_static_pair(group)
+        generation = group.generation
+        instance = _instance_of(group, follower.member_id)
+        moved = [("range", b"more topics"), ("roundrobin", b"more topics")]
+        again = await asyncio.wait_for(group.join(_req(instance=instance, protocols=moved)), 5)
+        assert (again.error, again.generation) == (ErrorCode.none, generation)
+        assert group.state is GroupState.STABLE
+        assert group.members[again.member_id].metadata("range") == b"more topics"
+        assert group.heartbeat(leader.member_id, generation, None) == ErrorCode.none
+        only_rr = [("roundrobin", b"x")]  # range no longer common: the selection changes
+        changed = group.join(_req(instance=instance, protocols=only_rr))
+        await asyncio.sleep(0.05)
+        assert group.state is GroupState.PREPARING_REBALANCE
+        assert group.heartbeat(leader.member_id, generation, None) == (
+            ErrorCode.rebalance_in_progress
+        )
+        changed.cancel()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("skips", [False, True], ids=["JoinGroup v5-8", "JoinGroup v9+"])
+def test_a_returning_static_leader_is_not_asked_to_assign_again(skips: bool) -> None:
+    """The leader's new incarnation must not run the assignor over a group it does not lead
+    through a rebalance: before JoinGroup v9 it is told the old leader id (so it acts as a
+    follower), from v9 it is told it leads, with the members, and skip_assignment (KIP-814)."""
+
+    async def scenario() -> None:
+        group = Group("g", asyncio.get_running_loop().time, 100)
+        leader, _ = await _stable_static_pair(group)
+        instance = _instance_of(group, leader.member_id)
+        returning = dataclasses.replace(_req(instance=instance), supports_skip_assignment=skips)
+        again = await asyncio.wait_for(group.join(returning), 5)
+        assert again.error == ErrorCode.none and group.state is GroupState.STABLE
+        assert group.leader_id == again.member_id
+        if skips:
+            assert again.skip_assignment and again.leader == again.member_id
+            assert {m[0] for m in again.members} == set(group.members)
+        else:
+            assert not again.skip_assignment and not again.members
+            assert again.leader == leader.member_id  # the old id: not this incarnation
+
+    asyncio.run(scenario())
+
+
 def test_a_silent_members_session_ends_on_time(tmp_path: Path) -> None:
     """Each session is timed on its own (it was polled every half second, so a member went
     0.7-1.2 s late): a static member silent for its 400 ms session is gone within ~50 ms of

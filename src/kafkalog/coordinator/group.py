@@ -22,7 +22,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -39,6 +39,9 @@ from kafkalog.coordinator.offsets_store import OffsetAndMetadata, StoredGroup
 from kafkalog.errors import KafkaLogError
 
 logger = logging.getLogger("kafkalog.server")
+
+# a member id and the protocols to count for it instead of its own (a static member's rejoin)
+Replacing = tuple[str, list[tuple[str, bytes]]]
 
 
 async def _store_nothing(stored: StoredGroup) -> None:
@@ -155,11 +158,15 @@ class Group:
         return member
 
     def _can_replace_static(self, req: JoinRequest) -> bool:
-        """KIP-345: a static member restarting into a Stable group, asking for what it had,
-        takes its old place without a rebalance (Kafka's updateStaticMemberAndRebalance)."""
+        """KIP-345: a static member restarting into a Stable group takes its old place without
+        a rebalance unless its protocols change the protocol the group would select (Kafka's
+        updateStaticMemberThenRebalanceOrCompleteJoin: a changed subscription alone does not
+        rebalance; the member rejoins itself when it wants another assignment)."""
         assert req.group_instance_id is not None
-        old = self.members.get(self.static_members.get(req.group_instance_id, ""))
-        return self.state is GroupState.STABLE and old is not None and self._same_join(old, req)
+        old_id = self.static_members.get(req.group_instance_id, "")
+        if self.state is not GroupState.STABLE or old_id not in self.members:
+            return False
+        return self._select_protocol((old_id, req.protocols)) == self.protocol_name
 
     async def _replace_static(
         self, req: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
@@ -168,6 +175,7 @@ class Group:
         before it is told; the old one's waiters are fenced; nobody else rebalances."""
         assert req.group_instance_id is not None and self.protocol_name is not None
         old_id = self.static_members[req.group_instance_id]
+        told_leader = self.leader_id or ""  # the leader before the replacement, as Kafka answers
         old = self.members.pop(old_id)
         if old.join_waiter is not None and not old.join_waiter.done():
             old.join_waiter.set_result(JoinResult(ErrorCode.fenced_instance_id, old_id))
@@ -184,16 +192,19 @@ class Group:
             logger.warning("could not store static member %s: %s", req.group_instance_id, err)
             future.set_result(JoinResult(ErrorCode.coordinator_not_available, member_id))
             return
-        future.set_result(
-            JoinResult(
+        if req.supports_skip_assignment and self.leader_id == member_id:
+            # JoinGroup v9+: the leader learns the members but must not assign again (KIP-814)
+            result = replace(self._join_result(self.members[member_id]), skip_assignment=True)
+        else:
+            result = JoinResult(
                 ErrorCode.none,
                 member_id,
                 self.generation,
                 self.protocol_type,
                 self.protocol_name,
-                self.leader_id or "",
+                told_leader if self.leader_id == member_id else self.leader_id or "",
             )
-        )
+        future.set_result(result)
 
     def _fence_static(self, instance_id: str) -> None:
         """A static member rejoining with no member id replaces its older incarnation."""
@@ -201,22 +212,32 @@ class Group:
         if old is not None and old in self.members:
             self._remove(old, ErrorCode.fenced_instance_id)
 
-    def _candidates(self, extra: set[str] | None = None) -> list[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+    def _candidates(
+        self, extra: set[str] | None = None, replacing: Replacing | None = None
+    ) -> list[str]:
+        """The protocols every member supports, in the first member's order of preference;
+        ``replacing`` counts one member's protocols as the given ones (a static rejoin)."""
+        lists = self._protocol_lists(replacing)
+        sets = [{name for name, _ in protocols} for protocols in lists]
         if extra is not None:
             sets.append(extra)
         common = set.intersection(*sets) if sets else set()
-        first = next(iter(self.members.values()), None)
-        order = [name for name, _ in first.protocols] if first else sorted(common)
+        order = [name for name, _ in lists[0]] if lists else sorted(common)
         return [name for name in order if name in common]
 
-    def _select_protocol(self) -> str:
+    def _protocol_lists(self, replacing: Replacing | None) -> list[list[tuple[str, bytes]]]:
+        return [
+            replacing[1] if replacing is not None and m.member_id == replacing[0] else m.protocols
+            for m in self.members.values()
+        ]
+
+    def _select_protocol(self, replacing: Replacing | None = None) -> str:
         """Each member votes for its most preferred protocol all members support (Kafka's
         GroupMetadata.selectProtocol); the most votes win, the first candidate on ties."""
-        candidates = self._candidates()
+        candidates = self._candidates(replacing=replacing)
         votes = {name: 0 for name in candidates}
-        for m in self.members.values():
-            votes[next(name for name, _ in m.protocols if name in votes)] += 1
+        for protocols in self._protocol_lists(replacing):
+            votes[next(name for name, _ in protocols if name in votes)] += 1
         return max(candidates, key=lambda name: votes[name])
 
     # --- rebalancing ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class JoinResult:
     protocol_name: str | None = None
     leader: str = ""
     members: tuple[tuple[str, str | None, bytes], ...] = ()  # to the leader only
+    skip_assignment: bool = False  # a static leader's rejoin (JoinGroup v9+, KIP-814)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ class JoinRequest:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool  # JoinGroup v4+
+    supports_skip_assignment: bool = False  # JoinGroup v9+
 
 
 @dataclass

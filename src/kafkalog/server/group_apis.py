@@ -143,6 +143,7 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
             protocol_type=body.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
             require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
         )
     )
     return make(
@@ -154,7 +155,7 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
         leader=result.leader,
-        skip_assignment=False,
+        skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=tuple(
             make(mod, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md)
