@@ -227,7 +227,7 @@ def _results(report: Path, output: Path) -> dict[str, dict]:
         return tests
     except (OSError, ValueError, KeyError):  # a failure reason with a quote breaks the JSON
         found: dict[str, dict] = {}
-        text = re.sub(r"\x1b\[[0-9;]*m|\x1b\(B", "", output.read_text(errors="replace"))
+        text = _plain_text(output)
         for name, state in re.findall(r"^\|\s*(\d{4}\S*)\s*\|\s*(\w+)\s*\|", text, re.M):
             found[name] = {"state": state}
         return found
@@ -286,14 +286,18 @@ def main() -> int:
     return 1 if unexpected else 0
 
 
+def _plain_text(output: Path) -> str:
+    """A runner's output without its terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m|\x1b\(B", "", output.read_text(errors="replace"))
+
+
 def failure_reasons(output: Path, most: int = 6) -> list[str]:
     """The runner's own words on why a test failed: each ``### Test ... failed at ...`` line
     and the assertion under it, so that a CI log that shows only the summary still says why."""
     try:
-        text = re.sub(r"\x1b\[[0-9;]*m|\x1b\(B", "", output.read_text(errors="replace"))
+        lines = _plain_text(output).splitlines()
     except OSError:
         return []
-    lines = text.splitlines()
     found: list[str] = []
     for i, line in enumerate(lines):
         if line.startswith("### Test ") and "failed at" in line:

@@ -604,6 +604,37 @@ def test_a_static_member_returning_with_another_subscription_does_not_rebalance_
     asyncio.run(scenario())
 
 
+def test_a_static_replacement_that_cannot_be_stored_keeps_the_old_member() -> None:
+    """A full disk while storing the new incarnation: it is told COORDINATOR_NOT_AVAILABLE with
+    no member id, and the group keeps the old member id, its assignment and its leadership
+    (Kafka reverts the replacement); once the disk has room the rejoin succeeds."""
+    from kafkalog.errors import KafkaStorageError
+
+    full = True
+
+    async def store(stored: object) -> None:
+        if full:
+            raise KafkaStorageError("No space left on device")
+
+    async def scenario() -> None:
+        nonlocal full
+        full = False
+        group = Group("g", asyncio.get_running_loop().time, 100, store)
+        leader, _ = await _stable_static_pair(group)
+        instance = _instance_of(group, leader.member_id)
+        before = (dict(group.static_members), group.leader_id, set(group.members))
+        full = True
+        refused = await asyncio.wait_for(group.join(_req(instance=instance)), 5)
+        assert (refused.error, refused.member_id) == (ErrorCode.coordinator_not_available, "")
+        assert (dict(group.static_members), group.leader_id, set(group.members)) == before
+        assert group.members[leader.member_id].assignment == leader.member_id.encode()
+        full = False
+        again = await asyncio.wait_for(group.join(_req(instance=instance)), 5)
+        assert again.error == ErrorCode.none and group.leader_id == again.member_id
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("skips", [False, True], ids=["JoinGroup v5-8", "JoinGroup v9+"])
 def test_a_returning_static_leader_is_not_asked_to_assign_again(skips: bool) -> None:
     """The leader's new incarnation must not run the assignor over a group it does not lead

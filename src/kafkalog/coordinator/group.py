@@ -172,7 +172,8 @@ class Group:
         self, req: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
     ) -> None:
         """The new incarnation gets the old one's assignment under a new member id, stored
-        before it is told; the old one's waiters are fenced; nobody else rebalances."""
+        before it is told; the old one's waiters are fenced; nobody else rebalances. If the
+        store fails the old member id is put back (the fencing stays), as Kafka reverts it."""
         assert req.group_instance_id is not None and self.protocol_name is not None
         old_id = self.static_members[req.group_instance_id]
         told_leader = self.leader_id or ""  # the leader before the replacement, as Kafka answers
@@ -181,7 +182,7 @@ class Group:
             old.join_waiter.set_result(JoinResult(ErrorCode.fenced_instance_id, old_id))
         if old.sync_waiter is not None and not old.sync_waiter.done():
             old.sync_waiter.set_result(SyncResult(ErrorCode.fenced_instance_id))
-        self.members[member_id] = Member(member_id, req, self.now(), old.assignment)
+        new = self.members[member_id] = Member(member_id, req, self.now(), old.assignment)
         self.static_members[req.group_instance_id] = member_id
         if self.leader_id == old_id:
             self.leader_id = member_id
@@ -190,7 +191,13 @@ class Group:
             await self.store(stored_group(self, assigned))
         except KafkaLogError as err:
             logger.warning("could not store static member %s: %s", req.group_instance_id, err)
-            future.set_result(JoinResult(ErrorCode.coordinator_not_available, member_id))
+            if self.members.get(member_id) is new:  # nothing replaced it while storing
+                del self.members[member_id]
+                self.members[old_id] = old
+                self.static_members[req.group_instance_id] = old_id
+                if self.leader_id == member_id:
+                    self.leader_id = old_id
+            future.set_result(JoinResult(ErrorCode.coordinator_not_available, ""))
             return
         if req.supports_skip_assignment and self.leader_id == member_id:
             # JoinGroup v9+: the leader learns the members but must not assign again (KIP-814)
@@ -202,7 +209,7 @@ class Group:
                 self.generation,
                 self.protocol_type,
                 self.protocol_name,
-                told_leader if self.leader_id == member_id else self.leader_id or "",
+                told_leader,  # the same as now unless it led: then it acts as a follower
             )
         future.set_result(result)
 
