@@ -118,6 +118,10 @@ class LogManager(RunTimeConfigs):
         self._pending_deletes: list[tuple[int, Path]] = []
         self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
         self._offline = OfflineLogDirs()  # directories the disk failed while loading
+        # derived views, rebuilt when the map they came from is replaced (Metadata, OffsetCommit
+        # and FindCoordinator ask for them on every request)
+        self._topics_of: tuple[object, dict[str, int]] = (None, {})
+        self._topic_ids: dict[str, tuple[Log, str | None]] = {}
         self._closed = False
         try:
             self._load_logs()
@@ -377,11 +381,16 @@ class LogManager(RunTimeConfigs):
         return {tp: log for tp, (log, _) in sorted(current.items())}
 
     def topics(self) -> dict[str, int]:
-        """Topic name -> number of partitions."""
-        out: dict[str, int] = {}
-        for tp in [*self.logs(), *self._offline.partitions]:
-            out[tp.topic] = out.get(tp.topic, 0) + 1
-        return out
+        """Topic name -> number of partitions, in name order (a fresh copy)."""
+        current = self._logs
+        source, counts = self._topics_of
+        if source is not current:
+            counted: dict[str, int] = {}
+            for tp in [*current, *self._offline.partitions]:
+                counted[tp.topic] = counted.get(tp.topic, 0) + 1
+            counts = dict(sorted(counted.items()))
+            self._topics_of = (current, counts)  # offline ones change only while loading
+        return dict(counts)
 
     @property
     def offline_log_dirs(self) -> dict[Path, str]:
@@ -396,8 +405,17 @@ class LogManager(RunTimeConfigs):
         """The topic's ID from its first partition's ``partition.metadata``; None for a topic
         written before kafkalog kept topic IDs."""
         offline = self._offline.partition_dir(TopicPartition(topic, 0))
-        meta = read_partition_metadata(offline or self.get_log(topic, 0).directory)
-        return None if meta is None else meta.topic_id
+        if offline is not None:
+            meta = read_partition_metadata(offline)
+            return None if meta is None else meta.topic_id
+        log = self.get_log(topic, 0)
+        cached = self._topic_ids.get(topic)
+        if cached is not None and cached[0] is log:  # the file is written before the log opens
+            return cached[1]
+        meta = read_partition_metadata(log.directory)
+        topic_id = None if meta is None else meta.topic_id
+        self._topic_ids[topic] = (log, topic_id)
+        return topic_id
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -428,6 +446,7 @@ class LogManager(RunTimeConfigs):
                 log.close()
                 self._pending_deletes.append((due, intents_.mark_for_deletion(log.directory)))
             self._topic_configs.pop(topic, None)
+            self._topic_ids.pop(topic, None)
             self._write_topic_configs()
             intents_.clear(dirs)
             self.run_checkpoints()

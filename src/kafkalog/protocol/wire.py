@@ -39,6 +39,7 @@ from kio.static.primitive import i32
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.frame_guard import check_frame
+from kafkalog.protocol.metadata_response import encode_metadata_body
 from kafkalog.protocol.produce_response import encode_produce_response
 
 _SIZE = struct.Struct(">i")
@@ -237,7 +238,10 @@ def encode_response(request: Request, body: Any) -> bytes:
         entity_writer(ResponseHeaderV0)(
             out, ResponseHeaderV0(correlation_id=i32(request.correlation_id))
         )
-    entity_writer(type(body))(out, body)
+    if request.api_key == ApiKey.METADATA:
+        out.write(encode_metadata_body(body))
+    else:
+        entity_writer(type(body))(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)

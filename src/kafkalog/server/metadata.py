@@ -15,6 +15,7 @@ cluster or the topic), ALTER (new partitions) or DELETE, with TOPIC_AUTHORIZATIO
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from typing import Any
@@ -30,6 +31,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
+from kafkalog.protocol.metadata_response import MAX_CACHED_TOPICS
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import (
@@ -51,10 +53,17 @@ from kafkalog.types import (
 
 logger = logging.getLogger("kafkalog.server")
 
+_topic_entries: dict[tuple[Any, ...], Any] = {}  # see _topic_entry
+
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
     topic_id = ctx.manager.topic_id(topic)
-    return ZERO_UUID if topic_id is None else uuid.UUID(bytes=uuid_bytes(topic_id))
+    return ZERO_UUID if topic_id is None else _as_uuid(topic_id)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _as_uuid(topic_id: str) -> uuid.UUID:
+    return uuid.UUID(bytes=uuid_bytes(topic_id))
 
 
 def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
@@ -67,9 +76,26 @@ def leader_epoch(ctx: BrokerContext, topic: str, partition: int) -> int:
         return 0
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _online_partition(mod: Any, node: int, p: int, epoch: int) -> Any:
+    """One partition's entry (immutable, so shared by every answer that lists it): building
+    it anew for each partition of each request was most of a Metadata request's time."""
+    return make(
+        mod,
+        "MetadataResponsePartition",
+        error_code=ErrorCode.none,
+        partition_index=p,
+        leader_id=node,
+        leader_epoch=epoch,
+        replica_nodes=(node,),
+        isr_nodes=(node,),
+        offline_replicas=(),
+    )
+
+
 def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
     node = ctx.settings.node_id
-    if ctx.manager.is_offline(topic, p):
+    if ctx.manager.offline_log_dirs and ctx.manager.is_offline(topic, p):
         # its log directory failed: no leader, this broker's replica offline (Kafka's
         # KRaftMetadataCache for a partition whose only replica's directory is lost)
         return make(
@@ -83,17 +109,7 @@ def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
             isr_nodes=(),
             offline_replicas=(node,),
         )
-    return make(
-        mod,
-        "MetadataResponsePartition",
-        error_code=ErrorCode.none,
-        partition_index=p,
-        leader_id=node,
-        leader_epoch=leader_epoch(ctx, topic, p),
-        replica_nodes=(node,),
-        isr_nodes=(node,),
-        offline_replicas=(),
-    )
+    return _online_partition(mod, node, p, leader_epoch(ctx, topic, p))
 
 
 def _topic_entry(
@@ -101,16 +117,29 @@ def _topic_entry(
 ) -> Any:
     asked = getattr(request.body, "include_topic_authorized_operations", False)
     operations = ctx.authorized_operations(request, asked, ResourceType.TOPIC, topic)
-    return make(
+    entries = tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions))
+    topic_id = topic_uuid(ctx, topic)
+    # the same entry object while nothing in it changed, so its encoding is reused too
+    # (protocol.metadata_response); the key holds the partition entries' identities, and the
+    # cached entry holds them alive, so an identity is never another entry's
+    key = (mod, topic, topic_id, operations, tuple(map(id, entries)))
+    found = _topic_entries.get(key)
+    if found is not None:
+        return found
+    entry = make(
         mod,
         "MetadataResponseTopic",
         error_code=ErrorCode.none,
         name=topic,
-        topic_id=topic_uuid(ctx, topic),
+        topic_id=topic_id,
         is_internal=is_internal_topic(topic),
-        partitions=tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions)),
+        partitions=entries,
         topic_authorized_operations=operations,
     )
+    if len(_topic_entries) >= MAX_CACHED_TOPICS:
+        _topic_entries.clear()
+    _topic_entries[key] = entry
+    return entry
 
 
 def _missing(mod: Any, name: str | None, code: ErrorCode) -> Any:
