@@ -139,6 +139,61 @@ def test_a_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout() 
     asyncio.run(scenario())
 
 
+def test_the_initial_delay_grows_while_members_keep_arriving() -> None:
+    """Kafka's tryCompleteInitialRebalanceElseSchedule: an empty group's first rebalance waits
+    ``group.initial.rebalance.delay.ms``, another delay each time one passed with a new
+    member, until the rebalance timeout is used up; one generation takes them all."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        group = Group("g", loop.time, 400)
+        joining = dataclasses.replace(_req(), rebalance_timeout_ms=1000)
+        start = loop.time()
+        joins = [group.join(dataclasses.replace(joining, group_instance_id="a"))]
+        for at, name in ((0.2, "b"), (0.6, "c"), (0.9, "d")):  # each after the last delay
+            await asyncio.sleep(at - (loop.time() - start))
+            assert group.state is GroupState.PREPARING_REBALANCE, name
+            joins.append(group.join(dataclasses.replace(joining, group_instance_id=name)))
+        done = await asyncio.wait_for(asyncio.gather(*joins), 5)
+        took = loop.time() - start
+        assert {r.generation for r in done} == {1} and len(group.members) == 4
+        assert 0.95 <= took < 1.4, took  # the rebalance timeout bounds it
+        # no newcomer during the delay: it completes when the first delay passes
+        lone = Group("h", loop.time, 300)
+        start = loop.time()
+        await asyncio.wait_for(lone.join(dataclasses.replace(joining, group_instance_id="a")), 5)
+        assert 0.29 <= loop.time() - start < 0.6
+
+    asyncio.run(scenario())
+
+
+def test_a_rebalance_waits_one_rebalance_timeout_and_keeps_static_members_that_did_not_rejoin() -> (
+    None
+):
+    """Kafka's completeClassicGroupJoin: after the rebalance timeout the dynamic members that
+    did not rejoin are out, the static ones stay (their session decides), and the leader is
+    one that rejoined."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        group = _group()
+        static = await group.join(_req(instance="s"))  # the leader: the first member
+        a = await group.join(_req((await group.join(_req())).member_id))
+        assert a.leader == a.member_id  # the static member did not rejoin: it cannot lead
+        d_id = (await group.join(_req())).member_id
+        start = loop.time()
+        new_join = group.join(_req(d_id))  # neither the static member nor a rejoins
+        d = await asyncio.wait_for(new_join, 5)
+        took = loop.time() - start
+        assert 0.29 <= took < 0.5, took  # one rebalance timeout (300 ms), not two
+        assert a.member_id not in group.members and static.member_id in group.members
+        assert d.leader == d_id and sorted(m[0] for m in d.members) == sorted(
+            [static.member_id, d_id]
+        )
+
+    asyncio.run(scenario())
+
+
 def test_silent_members_expire_and_static_members_fence_their_old_incarnation() -> None:
     async def scenario() -> None:
         group = _group()

@@ -73,7 +73,8 @@ class Group:
     # wall-clock ms of the last completed join (the state timestamp of a stored assignment)
     joined_at_ms: int = -1
     _timer: asyncio.TimerHandle | None = None
-    _delay_until: float = 0.0
+    _initial: bool = False  # in an empty group's first rebalance (its initial delay)
+    _new_member_added: bool = False  # a member joined during the initial delay
     _storing: set[asyncio.Task[None]] = field(default_factory=set)
 
     # --- joining ---------------------------------------------------------------------------
@@ -148,6 +149,8 @@ class Group:
 
     def _add(self, member_id: str, req: JoinRequest) -> Member:
         member = Member(member_id, req, self.now())
+        if self.state is GroupState.PREPARING_REBALANCE and self._initial:
+            self._new_member_added = True  # the initial delay waits for it: see _prepare_rebalance
         if not self.members:
             self.protocol_type = req.protocol_type
         self.members[member_id] = member
@@ -250,17 +253,56 @@ class Group:
     # --- rebalancing ---------------------------------------------------------------------------
 
     def _prepare_rebalance(self) -> None:
+        """Kafka's GroupMetadataManager.prepareRebalance: an empty group's first rebalance waits
+        ``group.initial.rebalance.delay.ms`` for more members and completes only when that
+        timer fires; any other completes as soon as every member rejoined, or after the
+        rebalance timeout without the ones that did not."""
         if self.state is GroupState.COMPLETING_REBALANCE:
             for m in self.members.values():
                 m.assignment = b""
                 self._finish_sync(m, SyncResult(ErrorCode.rebalance_in_progress))
         was_empty = self.state is GroupState.EMPTY
+        logger.info(
+            "Preparing to rebalance group %s in state %s with old generation %d.",
+            self.group_id,
+            self.state.value,
+            self.generation,
+        )
         self.state = GroupState.PREPARING_REBALANCE
-        timeout = max((m.join.rebalance_timeout_ms for m in self.members.values()), default=0)
-        delay = min(self.initial_delay_ms, timeout) if was_empty else timeout
-        self._delay_until = self.now() + (self.initial_delay_ms / 1000 if was_empty else 0)
-        self._arm(delay / 1000, self._on_rebalance_timeout)
-        self._maybe_complete_join()
+        self._initial = was_empty
+        if was_empty:
+            delay = self.initial_delay_ms
+            remaining = max(self._rebalance_timeout_ms() - delay, 0)
+            self._new_member_added = False
+            self._arm(delay / 1000, lambda: self._initial_delay_passed(delay, remaining))
+        elif self._all_joined():
+            self._complete_join()
+        else:
+            self._arm(self._rebalance_timeout_ms() / 1000, self._expire_join)
+
+    def _rebalance_timeout_ms(self) -> int:
+        return max((m.join.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def _initial_delay_passed(self, delay: int, remaining: int) -> None:
+        """Kafka's tryCompleteInitialRebalanceElseSchedule: while members keep arriving, wait
+        another delay, until the rebalance timeout is used up."""
+        self._timer = None
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return
+        if self._new_member_added and remaining != 0:
+            self._new_member_added = False
+            next_delay = min(self.initial_delay_ms, remaining)
+            left = max(remaining - delay, 0)
+            self._arm(next_delay / 1000, lambda: self._initial_delay_passed(next_delay, left))
+            return
+        self._initial = False
+        if self._all_joined():
+            self._complete_join()
+        else:
+            # unlike Kafka, which completes here, a member told MEMBER_ID_REQUIRED is waited
+            # for (until it rejoins, its session runs out or the rebalance timeout passes):
+            # the first consumer took every partition, and lost them again a moment later
+            self._arm(self._rebalance_timeout_ms() / 1000, self._expire_join)
 
     def _arm(self, seconds: float, callback: Callable[[], None]) -> None:
         if self._timer is not None:
@@ -286,34 +328,24 @@ class Group:
         asyncio.get_running_loop().call_later(session_timeout_ms / 1000, expire)
 
     def _maybe_complete_join(self) -> None:
-        if (
-            self.state is GroupState.PREPARING_REBALANCE
-            and self._all_joined()
-            and self.now() >= self._delay_until
-        ):
+        """Kafka's maybeCompleteJoinPhase: never during the initial delay (its timer decides)."""
+        preparing = self.state is GroupState.PREPARING_REBALANCE
+        if preparing and not self._initial and self._all_joined():
             self._complete_join()
-
-    def _on_rebalance_timeout(self) -> None:
-        self._timer = None
-        if self.state is not GroupState.PREPARING_REBALANCE:
-            return
-        if self.now() < self._delay_until:  # still in the initial delay: wait for joiners
-            self._arm(self._delay_until - self.now(), self._on_rebalance_timeout)
-            return
-        if self._all_joined():
-            self._complete_join()
-            return
-        timeout = max((m.join.rebalance_timeout_ms for m in self.members.values()), default=0)
-        self._delay_until = 0.0
-        self._arm(timeout / 1000, self._expire_join)
 
     def _expire_join(self) -> None:
-        """The rebalance timeout passed: members that did not rejoin are out."""
+        """The wait is over (Kafka's completeClassicGroupJoin): dynamic members that did not
+        rejoin are out; a static one keeps its place until its session runs out. With no
+        rejoined member to lead, wait another rebalance timeout."""
         self._timer = None
         if self.state is not GroupState.PREPARING_REBALANCE:
             return
-        for member_id in [m for m, v in self.members.items() if v.join_waiter is None]:
-            self._remove(member_id, ErrorCode.unknown_member_id)
+        for member_id, member in list(self.members.items()):
+            if member.join_waiter is None and member.group_instance_id is None:
+                self._remove(member_id, ErrorCode.unknown_member_id)
+        if self.members and not any(m.join_waiter is not None for m in self.members.values()):
+            self._arm(self._rebalance_timeout_ms() / 1000, self._expire_join)
+            return
         self._complete_join()
 
     def _complete_join(self) -> None:
@@ -325,11 +357,21 @@ class Group:
             self.state, self.protocol_name, self.leader_id = GroupState.EMPTY, None, None
             self._became_empty()
             return
+        self._initial = False
         self.joined_at_ms = wall_clock_ms()
         self.protocol_name = self._select_protocol()
-        if self.leader_id not in self.members:
-            self.leader_id = next(iter(self.members))
+        leader = self.members.get(self.leader_id or "")
+        if leader is None or leader.join_waiter is None:
+            # ClassicGroup.maybeElectNewJoinedLeader: the leader is one that rejoined
+            joined = (m.member_id for m in self.members.values() if m.join_waiter is not None)
+            self.leader_id = next(joined, next(iter(self.members)))
         self.state = GroupState.COMPLETING_REBALANCE
+        logger.info(
+            "Stabilized group %s generation %d with %d members.",
+            self.group_id,
+            self.generation,
+            len(self.members),
+        )
         for m in self.members.values():
             m.last_heartbeat = self.now()
             if m.join_waiter is not None and not m.join_waiter.done():
