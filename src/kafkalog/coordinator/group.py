@@ -35,6 +35,7 @@ from kafkalog.coordinator.group_member import (
     wall_clock_ms,
 )
 from kafkalog.coordinator.group_metadata import stored_group
+from kafkalog.coordinator.group_protocols import Protocols, common_protocols, select_protocol
 from kafkalog.coordinator.offsets_store import OffsetAndMetadata, StoredGroup
 from kafkalog.errors import KafkaLogError
 
@@ -128,7 +129,7 @@ class Group:
             return ErrorCode.inconsistent_group_protocol
         if self.members and (
             req.protocol_type != self.protocol_type
-            or not self._candidates({name for name, _ in req.protocols})
+            or not common_protocols(self._protocol_lists(), {name for name, _ in req.protocols})
         ):
             return ErrorCode.inconsistent_group_protocol
         if req.member_id and req.member_id not in self.pending_members:
@@ -169,7 +170,7 @@ class Group:
         old_id = self.static_members.get(req.group_instance_id, "")
         if self.state is not GroupState.STABLE or old_id not in self.members:
             return False
-        return self._select_protocol((old_id, req.protocols)) == self.protocol_name
+        return select_protocol(self._protocol_lists((old_id, req.protocols))) == self.protocol_name
 
     async def _replace_static(
         self, req: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
@@ -222,33 +223,13 @@ class Group:
         if old is not None and old in self.members:
             self._remove(old, ErrorCode.fenced_instance_id)
 
-    def _candidates(
-        self, extra: set[str] | None = None, replacing: Replacing | None = None
-    ) -> list[str]:
-        """The protocols every member supports, in the first member's order of preference;
-        ``replacing`` counts one member's protocols as the given ones (a static rejoin)."""
-        lists = self._protocol_lists(replacing)
-        sets = [{name for name, _ in protocols} for protocols in lists]
-        if extra is not None:
-            sets.append(extra)
-        common = set.intersection(*sets) if sets else set()
-        order = [name for name, _ in lists[0]] if lists else sorted(common)
-        return [name for name in order if name in common]
-
-    def _protocol_lists(self, replacing: Replacing | None) -> list[list[tuple[str, bytes]]]:
+    def _protocol_lists(self, replacing: Replacing | None = None) -> list[Protocols]:
+        """Each member's protocols; ``replacing`` counts one member's as the given ones (a
+        static member's rejoin, before it replaces the old incarnation)."""
         return [
             replacing[1] if replacing is not None and m.member_id == replacing[0] else m.protocols
             for m in self.members.values()
         ]
-
-    def _select_protocol(self, replacing: Replacing | None = None) -> str:
-        """Each member votes for its most preferred protocol all members support (Kafka's
-        GroupMetadata.selectProtocol); the most votes win, the first candidate on ties."""
-        candidates = self._candidates(replacing=replacing)
-        votes = {name: 0 for name in candidates}
-        for protocols in self._protocol_lists(replacing):
-            votes[next(name for name, _ in protocols if name in votes)] += 1
-        return max(candidates, key=lambda name: votes[name])
 
     # --- rebalancing ---------------------------------------------------------------------------
 
@@ -359,7 +340,7 @@ class Group:
             return
         self._initial = False
         self.joined_at_ms = wall_clock_ms()
-        self.protocol_name = self._select_protocol()
+        self.protocol_name = select_protocol(self._protocol_lists())
         leader = self.members.get(self.leader_id or "")
         if leader is None or leader.join_waiter is None:
             # ClassicGroup.maybeElectNewJoinedLeader: the leader is one that rejoined
