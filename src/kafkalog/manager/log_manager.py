@@ -15,6 +15,7 @@ import shutil
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from kafkalog.cleaner.manager import CleaningResult, LogCleaner
@@ -380,8 +381,10 @@ class LogManager(RunTimeConfigs):
         current = self._logs  # one read of the reference: a consistent map without the lock
         return {tp: log for tp, (log, _) in sorted(current.items())}
 
-    def topics(self) -> dict[str, int]:
-        """Topic name -> number of partitions, in name order (a fresh copy)."""
+    def topics(self) -> Mapping[str, int]:
+        """Topic name -> number of partitions, in name order (a read-only view, kept until a
+        topic or partition comes or goes: every Metadata, OffsetCommit and FindCoordinator
+        asks for it)."""
         current = self._logs
         source, counts = self._topics_of
         if source is not current:
@@ -390,7 +393,7 @@ class LogManager(RunTimeConfigs):
                 counted[tp.topic] = counted.get(tp.topic, 0) + 1
             counts = dict(sorted(counted.items()))
             self._topics_of = (current, counts)  # offline ones change only while loading
-        return dict(counts)
+        return MappingProxyType(counts)
 
     @property
     def offline_log_dirs(self) -> dict[Path, str]:
