@@ -121,6 +121,10 @@ def test_a_topic_is_encoded_once_while_its_entry_is_the_same_object(
     assert topic_bytes(topic) == first and calls == [topic]
     equal_but_new = dataclasses.replace(topic)
     assert topic_bytes(equal_but_new) == first and len(calls) == 2  # by identity, not equality
+    # a name a client asked about that is no topic: encoded each time, never kept
+    missing = dataclasses.replace(topic, error_code=ErrorCode.unknown_topic_or_partition)
+    assert topic_bytes(missing) == topic_bytes(missing) and len(calls) == 4
+    assert all(entry is not missing for entry, _ in metadata_response._encoded.values())
 
 
 def test_the_topic_view_follows_creation_growth_and_deletion(tmp_path: Path) -> None:

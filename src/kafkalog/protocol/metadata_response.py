@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import threading
 import uuid
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial.writers import write_int32, write_unsigned_varint
 from kio.static.primitive import i32, uvarint
@@ -27,7 +27,6 @@ from kio.static.primitive import i32, uvarint
 MAX_CACHED_TOPICS = 1 << 16
 _MARKER_NAME = f"kafkalog-splice-{uuid.uuid4().hex}"  # no real topic name is this long
 
-_lock = threading.Lock()
 _encoded: dict[int, tuple[Any, bytes]] = {}  # id(topic entry) -> (the entry, its bytes)
 
 
@@ -38,16 +37,20 @@ def _encode(entity: Any) -> bytes:
 
 
 def topic_bytes(topic: Any) -> bytes:
-    """``topic``'s encoding, from the memo while the same entry object is asked for again."""
+    """``topic``'s encoding, from the memo while the same entry object is asked for again.
+    Only an existing topic's entry (no error) is kept: the handler reuses those, while the
+    entries it makes for names a client merely asked about are new each time, and a client
+    asking for thousands of made-up names would only churn the memo."""
+    if topic.error_code != ErrorCode.none:
+        return _encode(topic)
     key = id(topic)
     found = _encoded.get(key)
     if found is not None and found[0] is topic:
         return found[1]
     data = _encode(topic)
-    with _lock:
-        if len(_encoded) >= MAX_CACHED_TOPICS:
-            _encoded.clear()
-        _encoded[key] = (topic, data)  # the entry held, so its id is not reused meanwhile
+    if len(_encoded) >= MAX_CACHED_TOPICS:
+        _encoded.clear()
+    _encoded[key] = (topic, data)  # the entry held, so its id is not reused meanwhile
     return data
 
 
