@@ -126,8 +126,13 @@ class FileRecords:
         if not existed and preallocate_size > 0:
             storage_call(os.ftruncate, fd, preallocate_size, what=f"preallocating {path}")
             self._size = 0
+            physical = preallocate_size
         else:
             self._size = physical
+        # the file's length as this object last left it (appends are serialised and the
+        # directory lock keeps other writers out): an append knows what to put back on a
+        # failed write without an fstat per append
+        self._physical = physical
         self._lock = threading.Lock()
         self._pins = 0
         self._unpinned = threading.Condition(self._lock)
@@ -215,7 +220,7 @@ class FileRecords:
                 f"appending {len(view)} bytes would make {self.path} larger than {INT32_MAX} bytes"
             )
         start = self._size
-        physical = os.fstat(fd).st_size
+        physical = self._physical
         position = start
         try:
             while view:
@@ -226,12 +231,17 @@ class FileRecords:
                 verify()
         except BaseException as err:
             if position > start:
-                with contextlib.suppress(OSError):
+                try:
                     self._undo_write(fd, start, position, physical)
+                except OSError:  # the length is no longer known: ask the file
+                    with contextlib.suppress(OSError):
+                        self._physical = os.fstat(fd).st_size
             if isinstance(err, OSError):
                 raise storage_error(err, f"appending to {self.path}") from err
             raise
         self._size = position
+        if position > physical:
+            self._physical = position
         return position - start
 
     def _undo_write(self, fd: int, start: int, end: int, physical: int) -> None:
@@ -320,6 +330,7 @@ class FileRecords:
                 self._map_length = 0
             # under the lock: no new pin, and so no mapping of the old length, meanwhile
             storage_call(os.ftruncate, fd, size, what=f"truncating {self.path}")
+            self._physical = size
 
     @contextmanager
     def scanner(
