@@ -22,6 +22,7 @@ from kafkalog.errors import InvalidOffsetError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.deleter import SegmentDeleter
 from kafkalog.log.loader import LoadResult
+from kafkalog.log.roll import roll_reason
 from kafkalog.records import AnyBatch
 from kafkalog.records.committed import aborts_decided_by_markers
 from kafkalog.storage import filenames as fn
@@ -29,6 +30,7 @@ from kafkalog.storage.atomic import fsync_dir
 from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalog.storage.segments import LogSegments
 from kafkalog.storage.txn_index import AbortedTxn
+from kafkalog.types import INT64_MAX
 
 logger = logging.getLogger("kafkalog.log")
 
@@ -86,6 +88,33 @@ class LocalLog:
     @property
     def last_flush_ms(self) -> int:
         return self._last_flush_ms
+
+    def flush_due(self) -> bool:
+        """After an append: whether ``flush.messages`` or ``flush.ms`` asks for a flush now."""
+        config = self.config
+        return self.log_end_offset - self._recovery_point >= config.flush_messages or (
+            config.flush_ms != INT64_MAX  # no clock read when flush.ms is unset
+            and self.clock.milliseconds() - self._last_flush_ms >= config.flush_ms
+        )
+
+    def roll_due(self, size: int, max_timestamp: int, last_offset: int) -> bool:
+        """Whether an append of ``size`` bytes up to ``last_offset`` must go to a new segment
+        (Kafka's LogSegment.shouldRoll on the active segment)."""
+        seg = self.active_segment
+        config = self.config
+        reason = roll_reason(
+            seg.base_offset,
+            seg.size,
+            seg.time_waited_for_roll(self.clock.milliseconds(), max_timestamp),
+            seg.roll_jitter_ms,
+            seg.offset_index_full(),
+            seg.time_index_full(),
+            config.segment_size,
+            config.max_segment_ms,
+            size,
+            last_offset,
+        )
+        return reason is not None
 
     @property
     def active_segment(self) -> LogSegment:

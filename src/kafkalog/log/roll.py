@@ -42,18 +42,42 @@ class RollParams:
 
 
 def should_roll(segment: SegmentFacts, params: RollParams) -> RollReason | None:
-    if segment.size > params.max_segment_bytes - params.messages_size:
+    return roll_reason(
+        segment.base_offset,
+        segment.size,
+        segment.time_waited_for_roll,
+        segment.roll_jitter_ms,
+        segment.offset_index_full,
+        segment.time_index_full,
+        params.max_segment_bytes,
+        params.max_segment_ms,
+        params.messages_size,
+        params.max_offset_in_messages,
+    )
+
+
+def roll_reason(
+    base_offset: int,
+    size: int,
+    time_waited_for_roll: int,
+    roll_jitter_ms: int,
+    offset_index_full: bool,
+    time_index_full: bool,
+    max_segment_bytes: int,
+    max_segment_ms: int,
+    messages_size: int,
+    max_offset_in_messages: int,
+) -> RollReason | None:
+    """``should_roll`` on plain values: what every append asks, without building the facts."""
+    if size > max_segment_bytes - messages_size:
         return RollReason.SIZE
-    if (
-        segment.size > 0
-        and segment.time_waited_for_roll > params.max_segment_ms - segment.roll_jitter_ms
-    ):
+    if size > 0 and time_waited_for_roll > max_segment_ms - roll_jitter_ms:
         return RollReason.TIME
-    if segment.offset_index_full:
+    if offset_index_full:
         return RollReason.OFFSET_INDEX_FULL
-    if segment.time_index_full:
+    if time_index_full:
         return RollReason.TIME_INDEX_FULL
-    relative = params.max_offset_in_messages - segment.base_offset
+    relative = max_offset_in_messages - base_offset
     if not 0 <= relative <= INT32_MAX:
         return RollReason.OFFSET_OVERFLOW
     return None

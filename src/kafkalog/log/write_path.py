@@ -23,6 +23,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.append_info import LogAppendInfo
 from kafkalog.log.checksum_overlap import OVERLAP_MIN_BYTES, PendingChecksums
+from kafkalog.log.leader_append import append_in_one_pass
 from kafkalog.log.leader_epoch import LeaderEpochCache
 from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_batches import (
@@ -37,7 +38,7 @@ from kafkalog.log.producer_state import (
     ProducerAppendInfo,
 )
 from kafkalog.log.producer_state_manager import ProducerStateManager
-from kafkalog.log.roll import RollParams, SegmentFacts, new_segment_base, should_roll
+from kafkalog.log.roll import new_segment_base
 from kafkalog.log.txn_timeout import timed_out_transactions
 from kafkalog.log.validator import (
     Analysis,
@@ -112,6 +113,9 @@ class LogAppender:
     # True sends every idempotent append through ProducerAppendInfo, the reference the
     # next-in-sequence shortcut is checked against
     stage_every_update = False
+    # False sends every checked producer batch through the general sequence, the reference
+    # the one pass (leader_append) is checked against
+    one_pass_appends = True
 
     def __init__(
         self,
@@ -242,6 +246,18 @@ class LogAppender:
         with self._lock:
             self._check_open()
             epoch = self._leader_epoch(leader_epoch)
+            if self.one_pass_appends and not self.stage_every_update:
+                info = append_in_one_pass(
+                    check,
+                    epoch,
+                    self._local,
+                    self._watermarks,
+                    self._producer_state,
+                    self._epochs,
+                    self._flush,
+                )
+                if info is not None:
+                    return info
             config = self._local.config
             # the clock matters only to stamp LogAppendTime, read under the lock so that the
             # stamps of one partition never go back
@@ -520,10 +536,7 @@ class LogAppender:
         self._watermarks.on_append(last_offset + 1)
         local = self._local
         local.delete_due_files()
-        if local.log_end_offset - local.recovery_point >= local.config.flush_messages or (
-            local.config.flush_ms != INT64_MAX  # no clock read when flush.ms is unset
-            and local.clock.milliseconds() - local.last_flush_ms >= local.config.flush_ms
-        ):
+        if local.flush_due():
             self._flush()
         return None
 
@@ -558,21 +571,8 @@ class LogAppender:
         roll_offset: int | None,
         before_roll: Callable[[], None] | None = None,
     ) -> LogSegment:
-        seg = self._local.active_segment
-        now = self._local.clock.milliseconds()
-        facts = SegmentFacts(
-            seg.base_offset,
-            seg.size,
-            seg.time_waited_for_roll(now, max_ts),
-            seg.roll_jitter_ms,
-            seg.offset_index_full(),
-            seg.time_index_full(),
-        )
-        params = RollParams(
-            self._local.config.segment_size, self._local.config.max_segment_ms, size, last_offset
-        )
-        if should_roll(facts, params) is None:
-            return seg
+        if not self._local.roll_due(size, max_ts, last_offset):
+            return self._local.active_segment
         if before_roll is not None:
             before_roll()
         if roll_offset is None:

@@ -74,6 +74,7 @@ class IndexFile:
             if not exists and writable:
                 os.ftruncate(fd, self._round(max_index_size))
             self._length = os.fstat(fd).st_size
+            self.max_entries = self._length // size  # a field: every append asks
             if exists:
                 # Trailing all-zero entries are the preallocation a crash left (an index is
                 # trimmed only when its segment is closed): counted as entries, 10 MiB of them
@@ -120,10 +121,6 @@ class IndexFile:
         if self._fd is None:
             raise LogClosedError(f"index {self.path} is closed")
         return self._fd
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // self.entry.size
 
     @property
     def size_in_bytes(self) -> int:
@@ -218,6 +215,7 @@ class IndexFile:
             self._write_pending()
             storage_call(os.ftruncate, fd, rounded, what=f"resizing index {self.path}")
             self._length = rounded
+            self.max_entries = rounded // self.entry.size
             keep = min(self.entries, rounded // self.entry.size)
             self._truncate_to_entries(keep)
             return True

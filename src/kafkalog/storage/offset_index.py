@@ -45,7 +45,7 @@ class OffsetIndex(IndexFile):
             self._check_open()
             if self.is_full():
                 raise ValueError(f"attempt to append to a full index {self.path}")
-            if self.entries and offset <= self.last_offset:
+            if self.entries and offset <= self.base_offset + self._keys[-1]:
                 raise InvalidOffsetError(
                     f"attempt to append offset {offset} to {self.path}, whose last offset is "
                     f"{self.last_offset}"
