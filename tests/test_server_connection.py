@@ -211,3 +211,47 @@ def test_the_answers_to_frames_read_together_go_out_in_one_send(
         sock.sendall(_produce("t", b"a", 4) + _produce("t", b"b", 5) + refused)
         assert [_correlation(read_frame(sock)) for _ in range(2)] == [4, 5]
         assert read_frame(sock) == b""  # then closed
+
+
+def test_a_fetch_larger_than_the_socket_takes_is_sent_whole_once_the_client_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch's file bytes go out with one sendfile when the socket has room, and what does
+    not fit waits for the client to read: here 6 MiB to a client whose receive buffer is 64
+    KiB and who reads only after a pause. The frame arrives whole and in order, the request
+    behind it is answered after it, and both ways of sending were taken."""
+    from kafkalog.server.connection import Connection
+
+    value = bytes(range(256)) * 400  # 100 KiB
+    with LogManager(tmp_path) as manager:
+        log = manager.create_topic("t", 1)[0]
+        for _ in range(60):
+            log.append([Record(value)])
+        expected = log.read(0, 8 << 20).records
+        assert expected is not None
+        on_disk = expected.read()
+    sent_at_once: list[tuple[int, int]] = []
+    original = Connection._send_file_now
+
+    def spy(self: Connection, transport: Any, part: Any) -> int:
+        sent = original(self, transport, part)
+        sent_at_once.append((sent, part.size))
+        return sent
+
+    monkeypatch.setattr(Connection, "_send_file_now", spy)
+    with serve(tmp_path) as server:
+        body = fetch_body(FETCH_V, "t", 0, 0, max_bytes=8 << 20)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", _port(server)))
+            sock.sendall(frame(ApiKey.FETCH, FETCH_V, body, 1) + _produce("t", b"after", 2))
+            time.sleep(0.3)  # the socket fills; the rest must wait for room
+            answers = [read_frame(sock) for _ in range(2)]
+        assert [_correlation(a) for a in answers] == [1, 2]
+        fetched = decode_response(ApiKey.FETCH, FETCH_V, answers[0], header_v1=True)
+        assert fetched.responses[0].partitions[0].records == on_disk
+        assert _base_offset(answers[1]) == 60
+        _wait_idle(server)
+    ((sent, size),) = sent_at_once
+    assert size == len(on_disk) and 0 < sent < size

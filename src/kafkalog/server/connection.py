@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -299,11 +300,16 @@ class Connection(asyncio.Protocol):
             if not isinstance(part, OpenSlice):
                 transport.write(part)
                 continue
+            sent = self._send_file_now(transport, part)
+            if sent == part.size:
+                continue
             await self._drain()
             self.sending_file = True
             try:
                 with open(part.fd, "rb", buffering=0, closefd=False) as file:
-                    sent = await self.loop.sendfile(transport, file, part.position, part.size)
+                    sent += await self.loop.sendfile(
+                        transport, file, part.position + sent, part.size - sent
+                    )
             finally:
                 self.sending_file = False
             if sent != part.size:  # the file was cut under us: the frame cannot be finished
@@ -311,6 +317,36 @@ class Connection(asyncio.Protocol):
         await self._drain()
         self.reading_paused = not transport.is_reading()
         self.update_reading()
+
+    def _send_file_now(self, transport: asyncio.Transport, part: OpenSlice) -> int:
+        """As much of ``part`` as the socket takes now, sent with ``os.sendfile`` straight
+        from the segment, when nothing is queued ahead of it on a plain socket (the common
+        fetch: the response header went out at once and the socket has room). The rest goes
+        through ``loop.sendfile``, which waits for room; doing the first write here saves it a
+        pause and resume of reading and three loop turns per fetch."""
+        sock = transport.get_extra_info("socket")
+        if (
+            sock is None
+            or transport.get_write_buffer_size()
+            or transport.get_extra_info("sslcontext") is not None
+        ):
+            return 0
+        sent = 0
+        try:
+            while sent < part.size:
+                n = os.sendfile(sock.fileno(), part.fd, part.position + sent, part.size - sent)
+                if n == 0:  # the file ends early: loop.sendfile finds that out and says so
+                    break
+                sent += n
+        except (BlockingIOError, InterruptedError):
+            pass  # the socket is full: loop.sendfile waits for room
+        except ConnectionError:
+            raise
+        except OSError:  # a file or socket sendfile does not take: asyncio's fallback
+            pass
+        if sent:
+            self.last_active = self.loop.time()
+        return sent
 
     # --- closing --------------------------------------------------------------------------------
 
