@@ -82,9 +82,10 @@ def _partition(
     )
 
 
-def check_produce_records(records: bytes, version: int) -> AnyBatch:
+def check_produce_records(records: bytes, version: int) -> AnyBatch | None:
     """Kafka's ProduceRequest.validateRecords: from version 3, exactly one batch of magic 2
-    per partition, and zstd only from version 7 (KIP-110)."""
+    per partition, and zstd only from version 7 (KIP-110). Returns the batch if it is
+    transactional (its producer is checked against the coordinator), else None."""
     if (
         len(records) >= RECORD_BATCH_OVERHEAD
         and records[MAGIC_OFFSET] == MAGIC_V2
@@ -92,7 +93,10 @@ def check_produce_records(records: bytes, version: int) -> AnyBatch:
         == len(records)
         and (version >= 7 or records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != ZSTD)
     ):
-        return RecordBatch(records)  # the one whole batch a producer sends: no scanner
+        # the one whole batch a producer sends: no scanner, and no header read unless needed
+        if records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+            return RecordBatch(records)
+        return None
     batches = MemoryRecords(records).batches(verify_crc=False)
     first = next(batches, None)
     if first is None:
@@ -114,7 +118,7 @@ def check_produce_records(records: bytes, version: int) -> AnyBatch:
             f"Produce requests with version {version} are only allowed to contain exactly "
             "one record batch per partition"
         )
-    return first
+    return first if first.is_transactional else None
 
 
 def _append_transactional(
@@ -215,7 +219,7 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                 if part.records is None:
                     raise KafkaLogError("the partition's records are null")
                 first = check_produce_records(part.records, version)
-                if first.is_transactional:
+                if first is not None:
                     code, info = _append_transactional(
                         ctx, body.transactional_id, (topic.name, part.index), first, part.records
                     )
