@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import re
@@ -97,15 +96,15 @@ def main() -> int:
                 f"{fmt(r.baseline, r.unit)} ratio {r.ratio:.2f} {r.status}"
             )
     if not args.no_write:
-        written, stamp = rows, when
+        text = render_markdown(rows, when, host)
         if args.merge and args.suites:
-            written, stamp = _merged(rows, args.suites, when)
-        (ROOT / "BENCHMARKS.md").write_text(render_markdown(written, stamp, host))
+            text = merged_markdown((ROOT / "BENCHMARKS.md").read_text(), text, args.suites, when)
+        (ROOT / "BENCHMARKS.md").write_text(text)
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)
-        (results / "latest.json").write_text(
+        (results / "latest.json").write_text(  # this run's rows only
             json.dumps(
-                [r.__dict__ | {"ratio": r.ratio, "status": r.status} for r in written], indent=1
+                [r.__dict__ | {"ratio": r.ratio, "status": r.status} for r in rows], indent=1
             )
         )
     failed = [r for r in rows if r.status == "FAIL"]
@@ -118,25 +117,30 @@ def main() -> int:
     return 1 if failed else 0
 
 
-def _merged(rows: list[Row], suites: list[str], when: str) -> tuple[list[Row], str]:
-    """The last full run's rows (bench/results/latest.json) with ``suites``' replaced by
-    ``rows``, in suite order, and a date line that says which rows are from when."""
-    kept: list[Row] = []
-    previous = ROOT / "bench" / "results" / "latest.json"
-    if previous.exists():
-        fields = {f.name for f in dataclasses.fields(Row)}
-        for item in json.loads(previous.read_text()):
-            row = Row(**{k: v for k, v in item.items() if k in fields})
-            if row.suite not in suites:
-                kept.append(row)
-    before = re.search(r"^- Date: (.*)$", (ROOT / "BENCHMARKS.md").read_text(), re.M)
+def _row_suite(line: str) -> str | None:
+    """The suite of a table row of BENCHMARKS.md; None for any other line."""
+    if not line.startswith("| ") or line.startswith(("| suite |", "| --- |")):
+        return None
+    return line.split("|")[1].strip()
+
+
+def merged_markdown(previous: str, fresh: str, suites: list[str], when: str) -> str:
+    """``previous`` (BENCHMARKS.md as committed) with the rows of ``suites`` replaced by those
+    of ``fresh`` (this run's rendering), in suite order, and a date line that says which rows
+    are from when. The other rows are kept as they are written: the file is their record."""
     order = list(SUITES)
-    merged = sorted([*kept, *rows], key=lambda r: order.index(r.suite))
+    kept = [line for line in previous.splitlines() if _row_suite(line) not in (None, *suites)]
+    new = [line for line in fresh.splitlines() if _row_suite(line) in suites]
+    table = sorted([*kept, *new], key=lambda line: order.index(_row_suite(line) or ""))
+    head = [line for line in fresh.splitlines() if not line.startswith("| ") or
+            line.startswith(("| suite |", "| --- |"))]  # fmt: skip
+    before = re.search(r"^- Date: (.*)$", previous, re.M)
     earlier = before.group(1) if before else "an earlier run"
     # a merge of a merge: the other rows are still the full run's, named after the last "of"
     earlier = earlier.rsplit("the other rows from the full run of ", 1)[-1]
     stamp = f"{when} for {', '.join(suites)}; the other rows from the full run of {earlier}"
-    return merged, stamp
+    head = [f"- Date: {stamp}" if line.startswith("- Date: ") else line for line in head]
+    return "\n".join([*head, *table]) + "\n"
 
 
 if __name__ == "__main__":
