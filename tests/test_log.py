@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -27,7 +28,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.log.producer_batches import ProducerFields
-from kafkalog.log.roll import RollParams, RollReason, SegmentFacts, new_segment_base, should_roll
+from kafkalog.log.roll import RollReason, new_segment_base, roll_reason
 from storage_helpers import batch
 
 NOW = 1_700_000_000_000
@@ -97,6 +98,26 @@ def test_empty_segments_never_roll_for_time(tmp_path: Path) -> None:
     assert log.number_of_segments == 1
 
 
+class SegmentFacts(NamedTuple):
+    """The active segment, as the roll rule sees it."""
+
+    base_offset: int
+    size: int
+    time_waited_for_roll: int
+    roll_jitter_ms: int
+    offset_index_full: bool
+    time_index_full: bool
+
+
+class RollParams(NamedTuple):
+    """The incoming append, as the roll rule sees it."""
+
+    max_segment_bytes: int
+    max_segment_ms: int
+    messages_size: int
+    max_offset_in_messages: int
+
+
 @pytest.mark.parametrize(
     ("facts", "params", "reason"),
     [
@@ -126,7 +147,7 @@ def test_empty_segments_never_roll_for_time(tmp_path: Path) -> None:
 def test_roll_rule_table(
     facts: SegmentFacts, params: RollParams, reason: RollReason | None
 ) -> None:
-    assert should_roll(facts, params) is reason
+    assert roll_reason(*facts, *params) is reason
 
 
 def test_new_segment_base() -> None:

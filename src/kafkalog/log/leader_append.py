@@ -14,7 +14,6 @@ general sequence, the reference this path is tested against, takes it.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
 from kafkalog.log.append_info import LogAppendInfo
@@ -23,18 +22,12 @@ from kafkalog.log.local_log import LocalLog
 from kafkalog.log.producer_state_manager import ProducerStateManager
 from kafkalog.log.validator import ProducerBatchCheck
 from kafkalog.log.watermarks import Watermarks
-from kafkalog.records.batch import rewrite_crc
+from kafkalog.records.batch import (
+    set_last_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
 from kafkalog.types import NO_TIMESTAMP, TimestampType
-
-# the v2 header's base offset and partition leader epoch (both outside the CRC), and its
-# attributes and max timestamp (inside it)
-_BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH_AT = 12
-_LEADER_EPOCH = struct.Struct(">i")
-_ATTRIBUTES_AT = 21
-_MAX_TIMESTAMP_AT = 35
-_MAX_TIMESTAMP = struct.Struct(">q")
-_LOG_APPEND_TIME_FLAG = 0x08  # the low attributes byte's bit 3
 
 
 def append_in_one_pass(
@@ -67,15 +60,12 @@ def append_in_one_pass(
     max_ts = check.max_timestamp
     if size > config.segment_size or local.roll_due(size, max_ts, last):
         return None
-    # Kafka's in-place assignment: offsets and leader epoch outside the CRC; the max
-    # timestamp inside it, rewritten (with the CRC) only when the producer's differs
+    # Kafka's in-place assignment, by the same setters the general sequence uses (the max
+    # timestamp, inside the CRC, rewritten with it only when the producer's differs)
     data = bytearray(source)
-    _BASE_OFFSET.pack_into(data, 0, first)
-    _LEADER_EPOCH.pack_into(data, _LEADER_EPOCH_AT, epoch)
-    if header.max_timestamp != max_ts or data[_ATTRIBUTES_AT + 1] & _LOG_APPEND_TIME_FLAG:
-        data[_ATTRIBUTES_AT + 1] &= ~_LOG_APPEND_TIME_FLAG & 0xFF
-        _MAX_TIMESTAMP.pack_into(data, _MAX_TIMESTAMP_AT, max_ts)
-        rewrite_crc(data, 0)
+    set_last_offset(data, 0, last)
+    set_partition_leader_epoch(data, 0, epoch)
+    set_max_timestamp(data, 0, TimestampType.CREATE_TIME, max_ts)
     segment.append(last, max_ts, last, data)
     if epoch >= 0:
         epochs.assign(epoch, first)

@@ -8,7 +8,6 @@ as a pure function each clause gets its own test row. Refuses: I/O.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from kafkalog.types import INT32_MAX
 
@@ -19,41 +18,6 @@ class RollReason(enum.Enum):
     OFFSET_INDEX_FULL = "offset index full"
     TIME_INDEX_FULL = "time index full"
     OFFSET_OVERFLOW = "relative offset overflow"
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentFacts:
-    base_offset: int
-    size: int
-    time_waited_for_roll: int
-    roll_jitter_ms: int
-    offset_index_full: bool
-    time_index_full: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RollParams:
-    """The incoming append, as the roll rule sees it."""
-
-    max_segment_bytes: int
-    max_segment_ms: int
-    messages_size: int
-    max_offset_in_messages: int
-
-
-def should_roll(segment: SegmentFacts, params: RollParams) -> RollReason | None:
-    return roll_reason(
-        segment.base_offset,
-        segment.size,
-        segment.time_waited_for_roll,
-        segment.roll_jitter_ms,
-        segment.offset_index_full,
-        segment.time_index_full,
-        params.max_segment_bytes,
-        params.max_segment_ms,
-        params.messages_size,
-        params.max_offset_in_messages,
-    )
 
 
 def roll_reason(
@@ -68,7 +32,8 @@ def roll_reason(
     messages_size: int,
     max_offset_in_messages: int,
 ) -> RollReason | None:
-    """``should_roll`` on plain values: what every append asks, without building the facts."""
+    """Why the active segment must roll before this append, or None. Plain values, not a
+    facts object: every append asks."""
     if size > max_segment_bytes - messages_size:
         return RollReason.SIZE
     if size > 0 and time_waited_for_roll > max_segment_ms - roll_jitter_ms:
