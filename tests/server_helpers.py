@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,9 @@ def fetch_body(
     max_wait_ms: int = 0,
     isolation: int = 0,
     max_bytes: int = 1 << 20,
+    partitions: Sequence[int] = (),
 ) -> Any:
+    """A Fetch of ``partition`` (or of each of ``partitions``) of ``topic`` from ``offset``."""
     mod = request_module(1, version)
     return make(
         mod,
@@ -154,15 +157,16 @@ def fetch_body(
                 mod,
                 "FetchTopic",
                 topic=topic,
-                partitions=(
+                partitions=tuple(
                     make(
                         mod,
                         "FetchPartition",
-                        partition=partition,
+                        partition=index,
                         fetch_offset=offset,
                         log_start_offset=-1,
                         partition_max_bytes=max_bytes,
-                    ),
+                    )
+                    for index in (partitions or (partition,))
                 ),
             ),
         ),

@@ -62,7 +62,7 @@ from kafkalog.server.metadata import (
 )
 from kafkalog.server.principal import Peer
 from kafkalog.server.produce import APPEND_ON_THE_LOOP_BYTES, appends_on_the_loop, handle_produce
-from kafkalog.server.purgatory import FetchPurgatory
+from kafkalog.server.purgatory import FETCH_ON_THE_LOOP_BYTES, FetchPurgatory
 from kafkalog.server.quota_apis import handle_alter_client_quotas, handle_describe_client_quotas
 from kafkalog.server.quotas import throttle_request
 from kafkalog.server.sasl import SaslSession, illegal_state
@@ -379,7 +379,10 @@ class KafkaApis:
             return response
         if api is not None and api.runs_on is RunsOn.PURGATORY:
             return await self.purgatory.fetch(
-                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, *who), park, throttled
+                functools.partial(decode_request, frame, SUPPORTED_VERSIONS, *who),
+                park,
+                throttled,
+                on_the_loop=len(frame) <= FETCH_ON_THE_LOOP_BYTES,
             )
         request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, *who)
         api = APIS[request.api_key]

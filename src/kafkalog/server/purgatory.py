@@ -2,10 +2,14 @@
 
 Why: a consumer's Fetch with ``min_bytes`` not yet available waits up to ``max_wait_ms`` for an
 append. While it waits it is parked here, on the event loop, holding no worker and no request
-slot (the request door tells its connection it has parked), and it is tried again on a worker
-after each append and once more when its time is up. Refuses: holding anything of the files
-between tries (a try that finds too little closes what it opened) and leaking descriptors of a
-try whose client went away.
+slot (the request door tells its connection it has parked), and it is tried again after each
+append and once more when its time is up. A small fetch (a frame of at most
+``FETCH_ON_THE_LOOP_BYTES``: a few dozen partitions) is tried on the event loop itself, as a
+small Produce is appended there: a consumer sends its next fetch only once it has the last
+answer, so the two thread hand-offs of a try on a worker were latency on every round trip. A
+try only reads (the log's read path takes no lock), so it cannot wait behind a handler thread.
+Refuses: holding anything of the files between tries (a try that finds too little closes what
+it opened) and leaking descriptors of a try whose client went away.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
 from kafkalog.server.fetch import FetchResult, handle_fetch
 from kafkalog.server.quotas import throttle_fetch
+
+# the largest Fetch frame tried on the event loop: about 28 partitions at 33 bytes each (v12+),
+# a try of a millisecond or less; a larger one goes to a handler thread, not to hold the loop
+FETCH_ON_THE_LOOP_BYTES = 1024
 
 
 class AppendSignal:
@@ -120,15 +128,22 @@ class FetchPurgatory:
         decode: Callable[[], Request],
         park: Callable[[], None],
         throttled: Callable[[int], None] = lambda ms: None,
+        on_the_loop: bool = False,
     ) -> FetchFrame:
         """The Fetch's response frame, once it has ``min_bytes`` or its time is up; ``park``
-        is called when it starts to wait. ``decode`` parses the request, on the handler
-        thread of the first try (one trip to a thread, not two)."""
+        is called when it starts to wait. ``decode`` parses the request, in the first try
+        (on a handler thread: one trip to a thread, not two). ``on_the_loop``: every try runs
+        here on the event loop, none on a handler thread."""
         loop = asyncio.get_running_loop()
         assert self._signal is not None, "start the purgatory first"
         woken = self._signal.current()
         encoded: FetchFrame | None
-        request, result, encoded = await self._in_worker(self._decode_and_fetch, decode, throttled)
+        if on_the_loop:
+            request, result, encoded = self._decode_and_fetch(decode, throttled)
+        else:
+            request, result, encoded = await self._in_worker(
+                self._decode_and_fetch, decode, throttled
+            )
         if encoded is not None:
             return encoded
         park()
@@ -141,9 +156,12 @@ class FetchPurgatory:
                     await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
                 woken = self._signal.current()
                 final = loop.time() >= deadline
-                _, result, encoded = await self._in_worker(
-                    self._fetch_again, request, final, throttled
-                )
+                if on_the_loop:
+                    result, encoded = self._fetch_once(request, final, throttled)
+                else:
+                    _, result, encoded = await self._in_worker(
+                        self._fetch_again, request, final, throttled
+                    )
             return encoded
         finally:
             self.parked -= 1

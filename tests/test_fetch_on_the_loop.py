@@ -1,0 +1,126 @@
+"""Where a Fetch is tried: a small one on the event loop, a large one on a handler thread.
+
+Both paths must behave alike: an answer at once when data is there, a long poll parked until
+an append wakes it, and an empty answer when its wait runs out. Each case runs on both paths,
+and checks which thread did the tries (a spy on the purgatory's handle_fetch).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalog import MemoryRecords, Record
+from kafkalog.server import purgatory, serve
+from server_helpers import batch, decode_response, fetch_body, frame, produce_body, read_frame
+
+PARTITIONS = 40  # the large frame's partition count: past FETCH_ON_THE_LOOP_BYTES
+
+
+@pytest.fixture
+def tries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the thread of each fetch try."""
+    seen: list[str] = []
+    real = purgatory.handle_fetch
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(purgatory, "handle_fetch", spy)
+    return seen
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Any]:
+    with serve(tmp_path) as running:
+        assert running.manager is not None
+        running.manager.create_topic("t", PARTITIONS)
+        yield running
+
+
+def _fetch_frame(large: bool, max_wait_ms: int, offset: int = 0) -> bytes:
+    parts = range(PARTITIONS) if large else (0,)
+    body = fetch_body(12, "t", 0, offset, max_wait_ms=max_wait_ms, partitions=parts)
+    data = frame(1, 12, body)
+    assert (len(data) > purgatory.FETCH_ON_THE_LOOP_BYTES) is large
+    return data
+
+
+def _records(answer: Any) -> dict[int, int]:
+    """Partition -> number of records in the answer's partition 0.. slices."""
+    got: dict[int, int] = {}
+    for topic in answer.responses:
+        for part in topic.partitions:
+            assert part.error_code == 0
+            if part.records:
+                got[part.partition_index] = len(list(MemoryRecords(part.records).records()))
+    return got
+
+
+def _connect(server: Any) -> socket.socket:
+    port = int(server.bootstrap_servers.rsplit(":", 1)[1])
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def _append(server: Any, value: bytes) -> None:
+    """A Produce on a connection of its own (the purgatory is woken by produced appends)."""
+    with _connect(server) as sock:
+        sock.sendall(frame(0, 9, produce_body(9, "t", 0, batch([Record(value)]))))
+        answer = decode_response(0, 9, read_frame(sock), header_v1=True)
+    assert answer.responses[0].partition_responses[0].error_code == 0
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-on-the-loop", "large-on-a-worker"])
+def test_data_there_is_answered_at_once(server: Any, tries: list[str], large: bool) -> None:
+    _append(server, b"there")
+    with _connect(server) as sock:
+        sock.sendall(_fetch_frame(large, max_wait_ms=5000))
+        started = time.monotonic()
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+    assert time.monotonic() - started < 2
+    assert _records(answer) == {0: 1}
+    assert len(tries) == 1
+    assert tries[0].startswith("kafkalog-io-") if large else tries == ["kafkalog-serve"]
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-on-the-loop", "large-on-a-worker"])
+def test_a_parked_poll_is_woken_by_an_append(server: Any, tries: list[str], large: bool) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_fetch_frame(large, max_wait_ms=20_000))
+        deadline = time.monotonic() + 10
+        while server.parked_fetches == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.parked_fetches == 1
+        started = time.monotonic()
+        _append(server, b"later")
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+    assert time.monotonic() - started < 5  # the append woke it, not its 20 s
+    assert _records(answer) == {0: 1}
+    assert len(tries) >= 2
+    if large:
+        assert all(name.startswith("kafkalog-io-") for name in tries)
+    else:
+        assert set(tries) == {"kafkalog-serve"}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-on-the-loop", "large-on-a-worker"])
+def test_a_poll_with_nothing_ends_empty_at_its_wait(
+    server: Any, tries: list[str], large: bool
+) -> None:
+    with _connect(server) as sock:
+        started = time.monotonic()
+        sock.sendall(_fetch_frame(large, max_wait_ms=300))
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+    waited = time.monotonic() - started
+    assert 0.25 <= waited < 5
+    assert _records(answer) == {}
+    assert len(tries) >= 2  # the first try, then the final one when the wait ran out
+    on_loop = {name == "kafkalog-serve" for name in tries}
+    assert on_loop == {not large}
