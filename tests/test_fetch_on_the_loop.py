@@ -45,8 +45,10 @@ def server(tmp_path: Path) -> Iterator[Any]:
         yield running
 
 
-def _fetch_frame(large: bool, max_wait_ms: int, offset: int = 0) -> bytes:
-    parts = range(PARTITIONS) if large else (0,)
+def _fetch_frame(
+    large: bool, max_wait_ms: int, offset: int = 0, parts: range | tuple[int, ...] = ()
+) -> bytes:
+    parts = parts or (range(PARTITIONS) if large else (0,))
     body = fetch_body(12, "t", 0, offset, max_wait_ms=max_wait_ms, partitions=parts)
     data = frame(1, 12, body)
     assert (len(data) > purgatory.FETCH_ON_THE_LOOP_BYTES) is large
@@ -69,10 +71,10 @@ def _connect(server: Any) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=10)
 
 
-def _append(server: Any, value: bytes) -> None:
+def _append(server: Any, value: bytes, partition: int = 0) -> None:
     """A Produce on a connection of its own (the purgatory is woken by produced appends)."""
     with _connect(server) as sock:
-        sock.sendall(frame(0, 9, produce_body(9, "t", 0, batch([Record(value)]))))
+        sock.sendall(frame(0, 9, produce_body(9, "t", partition, batch([Record(value)]))))
         answer = decode_response(0, 9, read_frame(sock), header_v1=True)
     assert answer.responses[0].partition_responses[0].error_code == 0
 
@@ -124,3 +126,29 @@ def test_a_poll_with_nothing_ends_empty_at_its_wait(
     assert len(tries) >= 2  # the first try, then the final one when the wait ran out
     on_loop = {name == "kafkalog-serve" for name in tries}
     assert on_loop == {not large}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-on-the-loop", "large-on-a-worker"])
+def test_an_append_to_another_partition_wakes_no_parked_fetch(
+    server: Any, tries: list[str], large: bool
+) -> None:
+    """A fetch parked on partition 1 (or on 1..39) is not tried again after appends to
+    partition 0; the first append to one of its own wakes it with that record."""
+    watched = range(1, PARTITIONS) if large else (1,)
+    with _connect(server) as sock:
+        sock.sendall(_fetch_frame(large, max_wait_ms=20_000, parts=watched))
+        deadline = time.monotonic() + 10
+        while server.parked_fetches == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.parked_fetches == 1
+        for i in range(5):
+            _append(server, b"elsewhere %d" % i, partition=0)
+        time.sleep(0.2)  # a wake would have had the fetch tried again by now
+        assert len(tries) == 1 and server.parked_fetches == 1
+        started = time.monotonic()
+        _append(server, b"here", partition=watched[-1])
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+    assert time.monotonic() - started < 5
+    assert _records(answer) == {watched[-1]: 1}
+    assert len(tries) == 2
+    assert server.watched_partitions == 0  # the answered fetch watches nothing any more

@@ -306,7 +306,7 @@ class TransactionCoordinator:
             if topic == OFFSETS_TOPIC:
                 offsets.append(partition)
         if meta.partitions:
-            self.ctx.on_append()
+            self.ctx.on_append(meta.partitions)
         return offsets
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> ErrorCode:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -240,8 +240,8 @@ class TransactionVerifier(Protocol):
 class BrokerContext:
     """The state request handlers share. ``advertised`` holds each listener's advertised
     address, completed once its socket is bound (port 0 becomes the port the OS chose).
-    ``on_append`` is called from the storage thread after each produce that wrote something,
-    so waiting fetches can be woken."""
+    ``on_append`` is called, from whichever thread appended, with the (topic, partition)
+    pairs a produce or a transaction marker wrote to, so the fetches waiting on them wake."""
 
     def __init__(
         self,
@@ -259,7 +259,7 @@ class BrokerContext:
         self.advertised: dict[str, Listener] = {
             served.name: served.advertised or served.bind for served in settings.listeners
         }
-        self.on_append: Callable[[], None] = lambda: None
+        self.on_append: Callable[[Iterable[tuple[str, int]]], None] = lambda partitions: None
         self.transactions: TransactionVerifier | None = None  # set when a coordinator runs
         self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start
         # authorizer.class.name's: None authorizes everything, as Kafka without an authorizer

@@ -185,7 +185,7 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
     """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
     body, version = request.body, request.api_version
     acks = body.acks
-    wrote = False
+    wrote: list[tuple[str, int]] = []  # the partitions appended to, for the waiting fetches
     topics = []
     checked = ctx.authorizer is not None
     refused_all = (
@@ -238,7 +238,8 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                     _partition(part.index, code, message=str(err), record_errors=per_record)
                 )
                 continue
-            wrote = wrote or not info.duplicate
+            if not info.duplicate:
+                wrote.append((topic.name, part.index))
             partitions.append(
                 _partition(
                     part.index,
@@ -250,7 +251,7 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
             )
         topics.append(TopicAnswer(topic.name, tuple(partitions)))
     if wrote:
-        ctx.on_append()
+        ctx.on_append(wrote)
     if acks == 0:
         return None
     return ProduceAnswer(tuple(topics), NO_THROTTLE)

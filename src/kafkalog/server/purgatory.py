@@ -2,14 +2,15 @@
 
 Why: a consumer's Fetch with ``min_bytes`` not yet available waits up to ``max_wait_ms`` for an
 append. While it waits it is parked here, on the event loop, holding no worker and no request
-slot (the request door tells its connection it has parked), and it is tried again after each
-append and once more when its time is up. A small fetch (a frame of at most
-``FETCH_ON_THE_LOOP_BYTES``: a few dozen partitions) is tried on the event loop itself, as a
-small Produce is appended there: a consumer sends its next fetch only once it has the last
-answer, so the two thread hand-offs of a try on a worker were latency on every round trip. A
-try only reads (the log's read path takes no lock), so it cannot wait behind a handler thread.
-Refuses: holding anything of the files between tries (a try that finds too little closes what
-it opened) and leaking descriptors of a try whose client went away.
+slot (the request door tells its connection it has parked), and it is tried again after an
+append to one of its partitions (appends to others wake nobody) and once more when its time is
+up. A small fetch (a frame of at most ``FETCH_ON_THE_LOOP_BYTES``: a few dozen partitions) is
+tried on the event loop itself, as a small Produce is appended there: a consumer sends its next
+fetch only once it has the last answer, so the two thread hand-offs of a try on a worker were
+latency on every round trip. A try only reads (the log's read path takes no lock), so it
+cannot wait behind a handler thread. Refuses: holding anything of the files between tries (a
+try that finds too little closes what it opened) and leaking descriptors of a try whose client
+went away.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafkalog.protocol.fetch_frame import FetchFrame, FetchResponseData, encode_fetch_response
@@ -31,37 +32,102 @@ from kafkalog.server.quotas import throttle_fetch
 FETCH_ON_THE_LOOP_BYTES = 1024
 
 
-class AppendSignal:
-    """Wakes waiting fetches after an append. ``notify`` may be called from any thread.
+Partition = tuple[str, int]  # (topic, partition), as a produce names what it appended
 
-    A notify costs nothing unless a fetch has taken the current future since the last wake:
-    every Produce notifies, and on the event loop's own thread a wake through
-    ``call_soon_threadsafe`` was a write to the loop's self-pipe, a read of it and a loop
-    iteration per request, for no fetch at all in a produce-only load. The skip is safe: a
-    fetch takes the future before it reads the log, so an append it did not see is one whose
-    notify sees the future taken."""
+
+class Watch:
+    """A parked fetch's interest in its partitions. ``woken`` is set by an append to one of
+    them since the fetch last read; ``future`` exists while the fetch waits on the loop."""
+
+    __slots__ = ("closed", "future", "partitions", "woken")
+
+    def __init__(self) -> None:
+        self.partitions: frozenset[Partition] = frozenset()
+        self.woken = False
+        self.future: asyncio.Future[None] | None = None
+        self.closed = False
+
+
+class AppendSignal:
+    """Wakes the fetches that asked for a partition after an append to it (Kafka's fetch
+    purgatory, keyed by partition): an append wakes no fetch waiting on other partitions.
+    ``watch``, ``forget`` and ``notify`` may be called from any thread; ``waiting`` and
+    ``rearm`` on the loop.
+
+    A fetch watches its partitions before it reads the log, and an append notifies after it
+    wrote, so an append the read did not see is one whose notify finds the watch. A notify
+    with nobody watching costs one test of an empty dict: every Produce notifies, and a
+    produce-only load must cost the loop nothing (a wake through ``call_soon_threadsafe`` is a
+    write to the loop's self-pipe, a read of it and a loop iteration)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._loop_thread = threading.get_ident()  # made on the loop (FetchPurgatory.start)
-        self._future: asyncio.Future[None] = loop.create_future()
-        self._taken = False
+        self._lock = threading.Lock()
+        self._watchers: dict[Partition, set[Watch]] = {}
 
-    def current(self) -> asyncio.Future[None]:
-        self._taken = True
-        return self._future
+    def watch(self, watch: Watch, partitions: Iterable[Partition]) -> None:
+        """Have appends to ``partitions`` wake ``watch`` (not once it is forgotten: a fetch
+        whose client went while its first try ran on a thread)."""
+        with self._lock:
+            if watch.closed:
+                return
+            watch.partitions = frozenset(partitions)
+            for tp in watch.partitions:
+                self._watchers.setdefault(tp, set()).add(watch)
 
-    def notify(self) -> None:
-        if not self._taken:
+    def forget(self, watch: Watch) -> None:
+        with self._lock:
+            watch.closed = True
+            for tp in watch.partitions:
+                group = self._watchers.get(tp)
+                if group is not None:
+                    group.discard(watch)
+                    if not group:
+                        del self._watchers[tp]
+
+    def waiting(self, watch: Watch) -> asyncio.Future[None]:
+        """The future an append wakes; done already if one came since the last read."""
+        future = self._loop.create_future()
+        with self._lock:
+            watch.future = future
+            if watch.woken:
+                future.set_result(None)
+        return future
+
+    def rearm(self, watch: Watch) -> None:
+        """Before the fetch reads again: what wakes it now is an append after this read."""
+        with self._lock:
+            watch.woken = False
+            watch.future = None
+
+    @property
+    def watched(self) -> int:
+        """How many partitions some parked fetch watches."""
+        return len(self._watchers)
+
+    def notify(self, partitions: Iterable[Partition]) -> None:
+        watchers = self._watchers
+        if not watchers:
+            return
+        woken: list[asyncio.Future[None]] = []
+        with self._lock:
+            for tp in partitions:
+                for watch in watchers.get(tp, ()):
+                    if not watch.woken:
+                        watch.woken = True
+                        if watch.future is not None:
+                            woken.append(watch.future)
+        if not woken:
             return
         if threading.get_ident() == self._loop_thread:
-            self._wake()
+            _wake(woken)
         else:
-            self._loop.call_soon_threadsafe(self._wake)
+            self._loop.call_soon_threadsafe(_wake, woken)
 
-    def _wake(self) -> None:
-        self._taken = False
-        future, self._future = self._future, self._loop.create_future()
+
+def _wake(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
         if not future.done():
             future.set_result(None)
 
@@ -83,6 +149,12 @@ class FetchPurgatory:
     def start(self) -> None:
         self._signal = AppendSignal(asyncio.get_running_loop())
         self._context.on_append = self._signal.notify
+
+    @property
+    def watched_partitions(self) -> int:
+        """How many partitions some parked fetch waits on (an append to any other wakes
+        nobody)."""
+        return 0 if self._signal is None else self._signal.watched
 
     def _fetch_once(
         self, request: Request, final: bool, throttled: Callable[[int], None]
@@ -118,9 +190,11 @@ class FetchPurgatory:
         return FetchResult(FetchResponseData(0, throttle_ms=ms), True, 0)
 
     def _decode_and_fetch(
-        self, decode: Callable[[], Request], throttled: Callable[[int], None]
+        self, decode: Callable[[], Request], throttled: Callable[[int], None], watch: Watch
     ) -> tuple[Request, FetchResult, FetchFrame | None]:
         request = decode()
+        assert self._signal is not None
+        self._signal.watch(watch, _partitions(request))  # before the read: no append missed
         return request, *self._fetch_once(request, False, throttled)
 
     async def fetch(
@@ -135,36 +209,40 @@ class FetchPurgatory:
         (on a handler thread: one trip to a thread, not two). ``on_the_loop``: every try runs
         here on the event loop, none on a handler thread."""
         loop = asyncio.get_running_loop()
-        assert self._signal is not None, "start the purgatory first"
-        woken = self._signal.current()
+        signal = self._signal
+        assert signal is not None, "start the purgatory first"
+        watch = Watch()
         encoded: FetchFrame | None
-        if on_the_loop:
-            request, result, encoded = self._decode_and_fetch(decode, throttled)
-        else:
-            request, result, encoded = await self._in_worker(
-                self._decode_and_fetch, decode, throttled
-            )
-        if encoded is not None:
-            return encoded
-        park()
-        self.parked += 1
         try:
-            deadline = loop.time() + result.max_wait_ms / 1000
-            while encoded is None:
-                remaining = deadline - loop.time()
-                if remaining > 0:  # asyncio.wait: it neither cancels the shared future nor
-                    await asyncio.wait({woken}, timeout=remaining)  # swallows our cancel
-                woken = self._signal.current()
-                final = loop.time() >= deadline
-                if on_the_loop:
-                    result, encoded = self._fetch_once(request, final, throttled)
-                else:
-                    _, result, encoded = await self._in_worker(
-                        self._fetch_again, request, final, throttled
-                    )
-            return encoded
+            if on_the_loop:
+                request, result, encoded = self._decode_and_fetch(decode, throttled, watch)
+            else:
+                request, result, encoded = await self._in_worker(
+                    self._decode_and_fetch, decode, throttled, watch
+                )
+            if encoded is not None:
+                return encoded
+            park()
+            self.parked += 1
+            try:
+                deadline = loop.time() + result.max_wait_ms / 1000
+                while encoded is None:
+                    remaining = deadline - loop.time()
+                    if remaining > 0:  # asyncio.wait: it does not swallow our cancel
+                        await asyncio.wait({signal.waiting(watch)}, timeout=remaining)
+                    signal.rearm(watch)
+                    final = loop.time() >= deadline
+                    if on_the_loop:
+                        result, encoded = self._fetch_once(request, final, throttled)
+                    else:
+                        _, result, encoded = await self._in_worker(
+                            self._fetch_again, request, final, throttled
+                        )
+                return encoded
+            finally:
+                self.parked -= 1
         finally:
-            self.parked -= 1
+            signal.forget(watch)
 
     def _fetch_again(
         self, request: Request, final: bool, throttled: Callable[[int], None]
@@ -182,6 +260,10 @@ class FetchPurgatory:
         except asyncio.CancelledError:
             future.add_done_callback(_close_abandoned)
             raise
+
+
+def _partitions(request: Request) -> list[Partition]:
+    return [(t.topic, p.partition) for t in request.body.topics for p in t.partitions]
 
 
 def _close_abandoned(

@@ -110,6 +110,13 @@ class KafkaServer:
         """Fetches waiting for data, holding no request slot."""
         return 0 if self._transports == [] else self._transports[0].apis.purgatory.parked
 
+    @property
+    def watched_partitions(self) -> int:
+        """Partitions some fetch is watching for an append (parked, or being tried)."""
+        if self._transports == []:
+            return 0
+        return self._transports[0].apis.purgatory.watched_partitions
+
     async def start(self) -> None:
         loop = self.loop = asyncio.get_running_loop()
         manager = await loop.run_in_executor(

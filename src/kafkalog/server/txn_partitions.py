@@ -90,7 +90,7 @@ def handle_describe_producers(ctx: BrokerContext, request: Request) -> Any:
 def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
     mod = payload_module(ApiKey.WRITE_TXN_MARKERS, request.api_version, True)
     results = []
-    wrote = False
+    wrote: list[tuple[str, int]] = []
     may = ctx.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     for marker in request.body.markers:
         kind = "COMMIT" if marker.transaction_result else "ABORT"
@@ -113,7 +113,7 @@ def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
                         marker.producer_id, marker.producer_epoch, kind, marker.coordinator_epoch
                     )
                     code = ErrorCode.none
-                    wrote = True
+                    wrote.append((topic.name, index))
                 except KafkaLogError as err:
                     code = error_code(err)
                 partitions.append(
@@ -141,5 +141,5 @@ def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> Any:
             )
         )
     if wrote:
-        ctx.on_append()
+        ctx.on_append(wrote)
     return make(mod, "WriteTxnMarkersResponse", markers=tuple(results))
