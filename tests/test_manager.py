@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,6 +158,33 @@ def test_background_tasks_run_on_the_clock(tmp_path: Path) -> None:
     m.scheduler.tick()
     assert m.get_log("t").number_of_segments == 1
     assert m.get_log("t").log_start_offset == 20
+    m.close()
+
+
+def test_each_checkpoint_file_is_written_once_per_its_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-recovery-point-checkpoint writes the recovery points, and
+    kafka-log-start-offset-checkpoint the log start offsets, each on its own period: over
+    three minutes of 60-second periods, three writes of each file, not six."""
+    written: list[str] = []
+    real = OffsetCheckpointFile.write
+
+    def counted(self: OffsetCheckpointFile, offsets: Any, **kwargs: Any) -> None:
+        written.append(self.path.name)
+        real(self, offsets, **kwargs)
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", counted)
+    clock = ManualClock(NOW)
+    m = manager([tmp_path / "a"], clock, log_initial_task_delay_ms=0)
+    m.create_topic("t")
+    fill(m, "t", n=5)
+    written.clear()
+    for _ in range(180):
+        clock.advance(1000)
+        m.scheduler.tick()
+    assert written.count(fn.RECOVERY_POINT_CHECKPOINT) == 3
+    assert written.count(fn.LOG_START_OFFSET_CHECKPOINT) == 3
     m.close()
 
 

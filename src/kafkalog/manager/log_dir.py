@@ -84,25 +84,29 @@ class LogDirectory:
                 out.append({})
         return out[0], out[1]
 
-    def write_checkpoints(
-        self, recovery: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int]
-    ) -> None:
-        self.recovery_points.write({**self._unopened[0], **recovery})
-        self.log_start_offsets.write({**self._unopened[1], **starts})
-
     def checkpoint_logs(self, logs: Sequence[tuple[TopicPartition, Log]]) -> None:
-        """Write the recovery points and log start offsets of this directory's ``logs`` (a
-        log start is kept only above the first segment's base, as Kafka keeps it), then let
-        each log drop the producer snapshots those checkpoints made unneeded."""
-        recovery = {tp: log.recovery_point for tp, log in logs}
+        """Both checkpoints of this directory's ``logs``."""
+        self.checkpoint_recovery_points(logs)
+        self.checkpoint_log_start_offsets(logs)
+
+    def checkpoint_recovery_points(self, logs: Sequence[tuple[TopicPartition, Log]]) -> None:
+        """Write the recovery points of this directory's ``logs``, then let each log drop the
+        producer snapshots the checkpoint made unneeded (Kafka's checkpointLogRecoveryOffsets)."""
+        self.recovery_points.write(
+            {**self._unopened[0], **{tp: log.recovery_point for tp, log in logs}}
+        )
+        for _, log in logs:
+            log.delete_snapshots_after_recovery_point_checkpoint()
+
+    def checkpoint_log_start_offsets(self, logs: Sequence[tuple[TopicPartition, Log]]) -> None:
+        """Write the log start offsets of this directory's ``logs``, each only above its first
+        segment's base, as Kafka keeps it (Kafka's checkpointLogStartOffsets)."""
         starts = {
             tp: log.log_start_offset
             for tp, log in logs
             if log.log_start_offset > log.segments.base_offsets[0]
         }
-        self.write_checkpoints(recovery, starts)
-        for _, log in logs:
-            log.delete_snapshots_after_recovery_point_checkpoint()
+        self.log_start_offsets.write({**self._unopened[1], **starts})
 
     def partition_dirs(self) -> list[Path]:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""

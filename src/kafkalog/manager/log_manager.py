@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -224,7 +224,8 @@ class LogManager(RunTimeConfigs):
         tasks = ManagerTasks(
             retention=self.run_retention,
             flush=self.run_flush,
-            checkpoints=self.run_checkpoints,
+            recovery_point_checkpoint=self.run_recovery_point_checkpoint,
+            log_start_offset_checkpoint=self.run_log_start_offset_checkpoint,
             delete_logs=self.run_delete_logs,
             transaction_timeouts=self.run_transaction_timeouts,
             cleaner_tick=self._cleaner_tick,
@@ -505,9 +506,22 @@ class LogManager(RunTimeConfigs):
 
     def run_checkpoints(self) -> None:
         """Write each directory's recovery-point and log-start-offset checkpoints."""
+        self._checkpoint(LogDirectory.checkpoint_logs)
+
+    def run_recovery_point_checkpoint(self) -> None:
+        """kafka-recovery-point-checkpoint: each directory's recovery points."""
+        self._checkpoint(LogDirectory.checkpoint_recovery_points)
+
+    def run_log_start_offset_checkpoint(self) -> None:
+        """kafka-log-start-offset-checkpoint: each directory's log start offsets."""
+        self._checkpoint(LogDirectory.checkpoint_log_start_offsets)
+
+    def _checkpoint(
+        self, write: Callable[[LogDirectory, list[tuple[TopicPartition, Log]]], None]
+    ) -> None:
         with self._lock:
             for d in self._dirs:
-                d.checkpoint_logs([(tp, log) for tp, (log, o) in self._logs.items() if o is d])
+                write(d, [(tp, log) for tp, (log, o) in self._logs.items() if o is d])
 
     def run_transaction_timeouts(self) -> int:
         """Abort transactions idle for ``transaction.timeout.ms``; returns how many."""

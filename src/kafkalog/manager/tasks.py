@@ -18,7 +18,8 @@ from kafkalog.manager.scheduler import Scheduler
 class ManagerTasks:
     retention: Callable[[], object]
     flush: Callable[[], object]
-    checkpoints: Callable[[], object]
+    recovery_point_checkpoint: Callable[[], object]
+    log_start_offset_checkpoint: Callable[[], object]
     delete_logs: Callable[[], object]
     transaction_timeouts: Callable[[], object]
     cleaner_tick: Callable[[], object]
@@ -32,12 +33,12 @@ def schedule_tasks(scheduler: Scheduler, c: ManagerConfig, tasks: ManagerTasks) 
         ("kafka-log-flusher", tasks.flush, c.log_flush_scheduler_interval_ms),
         (
             "kafka-recovery-point-checkpoint",
-            tasks.checkpoints,
+            tasks.recovery_point_checkpoint,
             c.log_flush_offset_checkpoint_interval_ms,
         ),
         (
             "kafka-log-start-offset-checkpoint",
-            tasks.checkpoints,
+            tasks.log_start_offset_checkpoint,
             c.log_flush_start_offset_checkpoint_interval_ms,
         ),
         ("kafka-delete-logs", tasks.delete_logs, 1000),
