@@ -30,6 +30,7 @@ from kafkalog.coordinator.offsets_store import (
     group_metadata_value,
     load_offsets,
     offset_commit_key,
+    partition_for,
     settle,
 )
 from kafkalog.errors import KafkaLogError
@@ -50,7 +51,7 @@ class GroupCoordinator:
         self.ctx = ctx
         self.run = run
         self.groups: dict[str, Group] = {}
-        self.commit_lock = asyncio.Lock()
+        self._commit_locks: dict[int, asyncio.Lock] = {}  # by __consumer_offsets partition
         # TxnOffsetCommit offsets by (producer id, __consumer_offsets partition), till the marker
         self.pending_transactions: dict[tuple[int, int], GroupOffsets] = {}
         self._expiry: asyncio.Task[None] | None = None
@@ -131,12 +132,23 @@ class GroupCoordinator:
             self.groups[group_id] = group
         return group
 
+    def commit_lock(self, group_id: str) -> asyncio.Lock:
+        """The lock that keeps a group's writes to ``__consumer_offsets`` in order with what
+        it holds in memory: one per partition of that topic, as Kafka serialises a
+        partition's appends, so a slow commit holds up only the groups that share its
+        partition."""
+        partition = partition_for(group_id, self.ctx.settings.offsets_partitions)
+        lock = self._commit_locks.get(partition)
+        if lock is None:
+            lock = self._commit_locks[partition] = asyncio.Lock()
+        return lock
+
     async def store_group(self, group_id: str, stored: StoredGroup) -> None:
         """Append ``group_id``'s GroupMetadata record to its ``__consumer_offsets`` partition,
         in order with the group's offset commits."""
         row = (group_metadata_key(group_id), group_metadata_value(stored))
         partitions = self.ctx.settings.offsets_partitions
-        async with self.commit_lock:
+        async with self.commit_lock(group_id):
             await self.run(append_offset_records, self.ctx.manager, group_id, [row], partitions)
 
     # --- the group's records in __consumer_offsets ---------------------------------------------
@@ -156,7 +168,7 @@ class GroupCoordinator:
         (DeleteGroups, OffsetDelete, expiry)."""
         if not tps and not whole_group:
             return
-        async with self.commit_lock:
+        async with self.commit_lock(group.group_id):
             tombstones: list[tuple[bytes, bytes | None]] = [
                 (offset_commit_key(group.group_id, *tp), None) for tp in tps
             ]

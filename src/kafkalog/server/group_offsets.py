@@ -58,7 +58,7 @@ async def offset_commit(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     may_read = _may(ctx, request, AclOperation.READ, ResourceType.TOPIC)
     codes, rows, commits = commit_rows(coord.ctx, group_id, body.topics, error, may_read)
     if rows:
-        async with coord.commit_lock:
+        async with coord.commit_lock(group_id):
             try:
                 first = await coord.run(coord.append_offsets, group_id, rows)
             except KafkaLogError:

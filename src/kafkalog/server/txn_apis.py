@@ -239,7 +239,7 @@ async def txn_offset_commit(
     )
     codes, rows, commits = commit_rows(groups.ctx, group_id, body.topics, error, may_read)
     if rows:
-        async with groups.commit_lock:
+        async with groups.commit_lock(group_id):
             try:
                 partition = await txns.run(_offsets_partition, txns, group_id)
                 code, first = await txns.run(_write_txn_offsets, txns, body, partition, rows)
