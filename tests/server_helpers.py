@@ -128,6 +128,29 @@ def produce_body(
     )
 
 
+def offset_commit_body(group_id: str, offset: int, topic: str = "t") -> Any:
+    """An OffsetCommit v8 of ``offset`` for partition 0 of ``topic``, by no member (a simple
+    group)."""
+    mod = request_module(8, 8)
+    partition = make(
+        mod,
+        "OffsetCommitRequestPartition",
+        partition_index=0,
+        committed_offset=offset,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+    )
+    return make(
+        mod,
+        "OffsetCommitRequest",
+        group_id=group_id,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(make(mod, "OffsetCommitRequestTopic", name=topic, partitions=(partition,)),),
+    )
+
+
 def fetch_body(
     version: int,
     topic: str,

@@ -14,9 +14,8 @@ import pytest
 
 from kafkalog.coordinator.group_coordinator import GroupCoordinator
 from kafkalog.coordinator.offsets_store import partition_for
-from kafkalog.protocol.wire import make
 from kafkalog.server import serve
-from server_helpers import decode_response, frame, read_frame, request_module
+from server_helpers import decode_response, frame, offset_commit_body, read_frame
 
 pytestmark = pytest.mark.one_codec
 
@@ -34,25 +33,7 @@ def _groups() -> tuple[str, str, str]:
 
 
 def _commit(group_id: str, offset: int) -> bytes:
-    mod = request_module(8, 8)
-    partition = make(
-        mod,
-        "OffsetCommitRequestPartition",
-        partition_index=0,
-        committed_offset=offset,
-        committed_leader_epoch=-1,
-        committed_metadata="",
-    )
-    body = make(
-        mod,
-        "OffsetCommitRequest",
-        group_id=group_id,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(partition,)),),
-    )
-    return frame(8, 8, body)
+    return frame(8, 8, offset_commit_body(group_id, offset))
 
 
 def _answer(sock: socket.socket) -> int:

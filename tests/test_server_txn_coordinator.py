@@ -33,7 +33,7 @@ from kafkalog.protocol.wire import make
 from kafkalog.records import MemoryRecords
 from kafkalog.records.coordinator import decode
 from kafkalog.types import OFFSETS_TOPIC, TRANSACTION_TOPIC
-from server_helpers import as_request, broker_over, produce_body, request_module
+from server_helpers import as_request, broker_over, offset_commit_body, produce_body, request_module
 
 pytestmark = pytest.mark.one_codec
 MINUTE = 60_000
@@ -404,24 +404,7 @@ async def offset_commit(c: Coordinators, group: str, offset: int) -> ErrorCode:
     """A plain OffsetCommit of ``offset`` for partition t-0, by no member (a simple group)."""
     from kafkalog.server.group_offsets import offset_commit as handle
 
-    mod = request_module(8, 8)
-    partition = make(
-        mod,
-        "OffsetCommitRequestPartition",
-        partition_index=0,
-        committed_offset=offset,
-        committed_leader_epoch=-1,
-        committed_metadata="",
-    )
-    body = make(
-        mod,
-        "OffsetCommitRequest",
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(partition,)),),
-    )
+    body = offset_commit_body(group, offset)
     response = await handle(c.groups, c.ctx, as_request(8, 8, body))
     code: ErrorCode = response.topics[0].partitions[0].error_code
     return code
