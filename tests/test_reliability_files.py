@@ -299,12 +299,12 @@ _CRASH_IN_CREATE = """
 import os, sys
 from kafkalog import LogManager
 from kafkalog.manager import log_manager
-original = log_manager.LogManager._create_log
-def crash(self, tp, *rest):
+original = log_manager.LogManager._open_log
+def crash(self, path, tp, *rest):
     if tp.partition == 1:
         os._exit(9)
-    return original(self, tp, *rest)
-log_manager.LogManager._create_log = crash
+    return original(self, path, tp, *rest)
+log_manager.LogManager._open_log = crash
 LogManager(sys.argv[1]).create_topic("t", 2)
 """
 
@@ -607,12 +607,12 @@ _CRASH_IN_ADD_PARTITIONS = """
 import os, sys
 from kafkalog import LogManager
 from kafkalog.manager import log_manager
-original = log_manager.LogManager._create_log
-def crash(self, tp, *rest):
+original = log_manager.LogManager._open_log
+def crash(self, path, tp, *rest):
     if tp.partition == 3:
         os._exit(9)
-    return original(self, tp, *rest)
-log_manager.LogManager._create_log = crash
+    return original(self, path, tp, *rest)
+log_manager.LogManager._open_log = crash
 LogManager(sys.argv[1]).create_partitions("t", 4)
 """
 

@@ -279,10 +279,7 @@ class LogManager(RunTimeConfigs):
             try:
                 self._topic_configs[topic] = overrides
                 self._write_topic_configs()
-                pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
-                for p in range(partitions):
-                    created.append(self._create_log(TopicPartition(topic, p), pending))
-                    write_partition_metadata(created[-1].directory, topic_id)
+                pending = self._create_logs(topic, range(partitions), topic_id, created)
             except BaseException:
                 self._undo_create(intents_.TopicIntent(intents_.CREATE, topic), created)
                 raise
@@ -311,12 +308,8 @@ class LogManager(RunTimeConfigs):
             intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, topic, current)
             intents_.record(dirs, intent)
             created: list[Log] = []
-            pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
             try:
-                for p in range(current, total):
-                    created.append(self._create_log(TopicPartition(topic, p), pending))
-                    if topic_id is not None:
-                        write_partition_metadata(created[-1].directory, topic_id)
+                pending = self._create_logs(topic, range(current, total), topic_id, created)
             except BaseException:
                 self._undo_create(intent, created)
                 raise
@@ -341,20 +334,27 @@ class LogManager(RunTimeConfigs):
                 "could not undo the %s of %r; the next start will", intent.op, intent.topic
             )
 
-    def _create_log(
-        self, tp: TopicPartition, pending: dict[TopicPartition, tuple[Log, LogDirectory]]
-    ) -> Log:
-        """Open a new partition in the directory holding the fewest; it joins ``pending``,
-        which the caller publishes whole, so no reader sees part of a new topic."""
+    def _create_logs(
+        self, topic: str, numbers: range, topic_id: str | None, created: list[Log]
+    ) -> dict[TopicPartition, tuple[Log, LogDirectory]]:
+        """Open partitions ``numbers`` of ``topic``, each in the directory holding the fewest
+        (counted once and kept up to date: placing thousands is linear), each put in
+        ``created`` once made; the caller publishes the map whole, so no reader sees part."""
         counts = {id(d): 0 for d in self._dirs}
-        placed = [d for _, d in [*self._logs.values(), *pending.values()]]
-        for d in [*placed, *self._unopened.values()]:
+        for d in [*(d for _, d in self._logs.values()), *self._unopened.values()]:
             if id(d) in counts:
                 counts[id(d)] += 1
-        target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
-        log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
-        pending[tp] = (log, target)
-        return log
+        pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
+        for p in numbers:
+            tp = TopicPartition(topic, p)
+            target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
+            counts[id(target)] += 1
+            log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
+            created.append(log)
+            pending[tp] = (log, target)
+            if topic_id is not None:
+                write_partition_metadata(log.directory, topic_id)
+        return pending
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
         if not isinstance(topic, str):
