@@ -46,10 +46,16 @@ def server(tmp_path: Path) -> Iterator[Any]:
 
 
 def _fetch_frame(
-    large: bool, max_wait_ms: int, offset: int = 0, parts: range | tuple[int, ...] = ()
+    large: bool,
+    max_wait_ms: int,
+    offset: int = 0,
+    parts: range | tuple[int, ...] = (),
+    min_bytes: int = 1,
 ) -> bytes:
     parts = parts or (range(PARTITIONS) if large else (0,))
-    body = fetch_body(12, "t", 0, offset, max_wait_ms=max_wait_ms, partitions=parts)
+    body = fetch_body(
+        12, "t", 0, offset, max_wait_ms=max_wait_ms, partitions=parts, min_bytes=min_bytes
+    )
     data = frame(1, 12, body)
     assert (len(data) > purgatory.FETCH_ON_THE_LOOP_BYTES) is large
     return data
@@ -152,3 +158,38 @@ def test_an_append_to_another_partition_wakes_no_parked_fetch(
     assert _records(answer) == {watched[-1]: 1}
     assert len(tries) == 2
     assert server.watched_partitions == 0  # the answered fetch watches nothing any more
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-on-the-loop", "large-on-a-worker"])
+def test_a_woken_fetch_sizes_only_the_partition_appended_to(
+    server: Any, tries: list[str], large: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parked for more bytes than two appends bring: each append wakes it, and it sizes only
+    the partition appended to, reading nothing whole; the third append makes ``min_bytes``,
+    and only then are all its partitions read again, to answer."""
+    sized: list[tuple[str, int]] = []
+    real = purgatory.available_bytes
+
+    def spy(ctx: Any, topic: str, part: Any, isolation: Any) -> int | None:
+        sized.append((topic, part.partition))
+        return real(ctx, topic, part, isolation)
+
+    monkeypatch.setattr(purgatory, "available_bytes", spy)
+    target = 5 if large else 0
+    one = len(batch([Record(b"append 0")]))
+    with _connect(server) as sock:
+        sock.sendall(_fetch_frame(large, max_wait_ms=20_000, min_bytes=2 * one + 1))
+        deadline = time.monotonic() + 10
+        while server.parked_fetches == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.parked_fetches == 1
+        for i in (1, 2):
+            _append(server, b"append %d" % (i - 1), partition=target)
+            while len(sized) < i and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert sized == [("t", target)] * i
+            assert len(tries) == 1  # not read again whole
+        _append(server, b"append 2", partition=target)
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+    assert _records(answer) == {target: 3}
+    assert len(tries) == 2

@@ -51,6 +51,10 @@ class FetchResult:
         self.response.close()
 
 
+def isolation_of(request: Request) -> IsolationLevel:
+    return _isolation(getattr(request.body, "isolation_level", 0))
+
+
 def _isolation(level: int) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if level == 1 else IsolationLevel.READ_UNCOMMITTED
 
@@ -96,6 +100,21 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
         raise
     satisfied = final or errors or max_wait_ms <= 0 or total >= body.min_bytes or not body.topics
     return FetchResult(response, satisfied, max_wait_ms)
+
+
+def available_bytes(
+    ctx: BrokerContext, topic: str, part: Any, isolation: IsolationLevel
+) -> int | None:
+    """The bytes one partition of a parked fetch has for it now, read as the fetch reads it
+    but taking no descriptor; None when it has an error to answer with instead (Kafka's
+    DelayedFetch.tryComplete, which sizes what changed before reading anything whole)."""
+    try:
+        info = ctx.manager.get_log(topic, part.partition).read(
+            part.fetch_offset, part.partition_max_bytes, isolation=isolation
+        )
+    except KafkaLogError:
+        return None
+    return 0 if info.records is None else info.records.size
 
 
 def _fetch_partition(

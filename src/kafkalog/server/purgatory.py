@@ -24,7 +24,7 @@ from typing import Any
 from kafkalog.protocol.fetch_frame import FetchFrame, FetchResponseData, encode_fetch_response
 from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
-from kafkalog.server.fetch import FetchResult, handle_fetch
+from kafkalog.server.fetch import FetchResult, available_bytes, handle_fetch, isolation_of
 from kafkalog.server.quotas import throttle_fetch
 
 # the largest Fetch frame tried on the event loop: about 28 partitions at 33 bytes each (v12+),
@@ -37,12 +37,14 @@ Partition = tuple[str, int]  # (topic, partition), as a produce names what it ap
 
 class Watch:
     """A parked fetch's interest in its partitions. ``woken`` is set by an append to one of
-    them since the fetch last read; ``future`` exists while the fetch waits on the loop."""
+    them since the fetch last read, and ``changed`` says which; ``future`` exists while the
+    fetch waits on the loop."""
 
-    __slots__ = ("closed", "future", "partitions", "woken")
+    __slots__ = ("changed", "closed", "future", "partitions", "woken")
 
     def __init__(self) -> None:
         self.partitions: frozenset[Partition] = frozenset()
+        self.changed: set[Partition] = set()
         self.woken = False
         self.future: asyncio.Future[None] | None = None
         self.closed = False
@@ -95,11 +97,14 @@ class AppendSignal:
                 future.set_result(None)
         return future
 
-    def rearm(self, watch: Watch) -> None:
-        """Before the fetch reads again: what wakes it now is an append after this read."""
+    def rearm(self, watch: Watch) -> set[Partition]:
+        """Before the fetch reads again: what wakes it now is an append after this read.
+        Returns the partitions appended to since the last rearm."""
         with self._lock:
             watch.woken = False
             watch.future = None
+            changed, watch.changed = watch.changed, set()
+        return changed
 
     @property
     def watched(self) -> int:
@@ -114,6 +119,7 @@ class AppendSignal:
         with self._lock:
             for tp in partitions:
                 for watch in watchers.get(tp, ()):
+                    watch.changed.add(tp)
                     if not watch.woken:
                         watch.woken = True
                         if watch.future is not None:
@@ -226,18 +232,22 @@ class FetchPurgatory:
             self.parked += 1
             try:
                 deadline = loop.time() + result.max_wait_ms / 1000
+                waiting = _Waiting(self._context, request, result)
                 while encoded is None:
                     remaining = deadline - loop.time()
                     if remaining > 0:  # asyncio.wait: it does not swallow our cancel
                         await asyncio.wait({signal.waiting(watch)}, timeout=remaining)
-                    signal.rearm(watch)
+                    changed = signal.rearm(watch)
                     final = loop.time() >= deadline
+                    if not final and not waiting.enough_after(changed):
+                        continue  # sized what changed, read nothing whole
                     if on_the_loop:
                         result, encoded = self._fetch_once(request, final, throttled)
                     else:
                         _, result, encoded = await self._in_worker(
                             self._fetch_again, request, final, throttled
                         )
+                    waiting = _Waiting(self._context, request, result)
                 return encoded
             finally:
                 self.parked -= 1
@@ -260,6 +270,37 @@ class FetchPurgatory:
         except asyncio.CancelledError:
             future.add_done_callback(_close_abandoned)
             raise
+
+
+class _Waiting:
+    """What a parked fetch has so far, partition by partition, from its last whole try; an
+    append sizes only the partitions it changed, and the fetch reads everything again only
+    once they add up to ``min_bytes`` (a fetch of a thousand partitions woken by an append
+    to one of them reads one)."""
+
+    def __init__(self, context: BrokerContext, request: Request, result: FetchResult) -> None:
+        self._context = context
+        self._isolation = isolation_of(request)
+        self._min_bytes: int = request.body.min_bytes
+        self._asked = {(t.topic, p.partition): p for t in request.body.topics for p in t.partitions}
+        self._sizes = {
+            (t.name, p.index): p.records_size for t in result.response.topics for p in t.partitions
+        }
+        self._total = sum(self._sizes.values())
+
+    def enough_after(self, changed: set[Partition]) -> bool:
+        """Whether, with ``changed`` sized again, the fetch may have its bytes (or an error
+        to answer with): then it reads everything again."""
+        for key in changed:
+            part = self._asked.get(key)
+            if part is None:
+                continue
+            size = available_bytes(self._context, key[0], part, self._isolation)
+            if size is None:
+                return True
+            self._total += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
+        return self._total >= self._min_bytes
 
 
 def _partitions(request: Request) -> list[Partition]:
