@@ -168,9 +168,11 @@ def test_a_woken_fetch_sizes_only_the_partition_appended_to(
     the partition appended to, reading nothing whole; the third append makes ``min_bytes``,
     and only then are all its partitions read again, to answer."""
     sized: list[tuple[str, int]] = []
+    sizing_threads: set[str] = set()
     real = purgatory.available_bytes
 
     def spy(ctx: Any, topic: str, part: Any, isolation: Any) -> int | None:
+        sizing_threads.add(threading.current_thread().name)
         sized.append((topic, part.partition))
         return real(ctx, topic, part, isolation)
 
@@ -193,3 +195,5 @@ def test_a_woken_fetch_sizes_only_the_partition_appended_to(
         answer = decode_response(1, 12, read_frame(sock), header_v1=True)
     assert _records(answer) == {target: 3}
     assert len(tries) == 2
+    # sized where the fetch is tried: a large fetch's work stays off the event loop
+    assert {n.startswith("kafkalog-io-") for n in sizing_threads} == {large}

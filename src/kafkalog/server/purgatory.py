@@ -145,7 +145,7 @@ class FetchPurgatory:
     def __init__(
         self,
         context: BrokerContext,
-        run: Callable[..., asyncio.Future[tuple[Request, FetchResult, FetchFrame | None]]],
+        run: Callable[..., asyncio.Future[Any]],
     ) -> None:
         self._context = context
         self._run = run  # on a request handler thread
@@ -239,7 +239,11 @@ class FetchPurgatory:
                         await asyncio.wait({signal.waiting(watch)}, timeout=remaining)
                     changed = signal.rearm(watch)
                     final = loop.time() >= deadline
-                    if not final and not waiting.enough_after(changed):
+                    if not final and not (
+                        waiting.enough_after(changed)
+                        if on_the_loop  # a large fetch's sizing stays off the loop too
+                        else await self._run(waiting.enough_after, changed)
+                    ):
                         continue  # sized what changed, read nothing whole
                     if on_the_loop:
                         result, encoded = self._fetch_once(request, final, throttled)
