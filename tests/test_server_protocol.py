@@ -197,6 +197,51 @@ def test_metadata_gives_each_partitions_latest_leader_epoch(tmp_path: Path) -> N
         assert manager.get_log("t", 1).leader_epochs() == [(3, 0)]
 
 
+def test_metadata_answers_in_topics_not_partitions_and_follows_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repeated all-topics Metadata looks at no partition (the entries answered last are kept
+    while no topic, partition or leader epoch changed); each such change shows in the next."""
+    from kafkalog.server import metadata
+
+    broker, manager = broker_over(tmp_path)
+    built: list[str] = []
+    build = metadata._build_topic_entry
+    monkeypatch.setattr(
+        metadata,
+        "_build_topic_entry",
+        lambda ctx, mod, topic, *a: built.append(topic) or build(ctx, mod, topic, *a),
+    )
+
+    def answer() -> dict[str, tuple[Any, list[int]]]:
+        return {
+            t.name: (t.topic_id, [p.leader_epoch for p in t.partitions])
+            for t in _metadata(broker, 12, None).topics
+        }
+
+    with manager:
+        manager.create_topic("a", 2)
+        manager.create_topic("b", 1)
+        first = answer()
+        assert {t: e for t, (_, e) in first.items()} == {"a": [0, 0], "b": [0]} and built
+        built.clear()
+        assert answer() == first and built == []  # nothing changed: no partition looked at
+        manager.get_log("a", 1).append([Record(b"x")], leader_epoch=4)
+        assert answer()["a"][1] == [0, 4]
+        manager.create_partitions("b", 3)
+        assert answer()["b"][1] == [0, 0, 0]
+        manager.truncate_to("a", 1, 0)  # the epoch's only batch gone: back to 0
+        assert answer()["a"][1] == [0, 0]
+        old_id = answer()["b"][0]
+        manager.delete_topic("b")
+        assert set(answer()) == {"a"}
+        manager.create_topic("b", 1)
+        assert answer()["b"][0] != old_id  # a new topic under the old name: its own id
+        built.clear()
+        answer()
+        assert built == []
+
+
 def test_metadata_marks_kafkas_internal_topics(tmp_path: Path) -> None:
     """Kafka's Topic.INTERNAL_TOPICS are flagged internal (consumers leave them out of pattern
     subscriptions); any other topic is not."""

@@ -16,6 +16,26 @@ from kafkalog.storage.checkpoints import LeaderEpochCheckpointFile
 from kafkalog.storage.filenames import LEADER_EPOCH_CHECKPOINT
 
 
+class _ChangeCount:
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()  # a bare += from two threads could write an older count
+
+    def bump(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+_changes = _ChangeCount()
+
+
+def epoch_changes() -> int:
+    """How many times any partition's epoch cache in this process changed: a reader of many
+    partitions' latest epochs (a Metadata answer over thousands of partitions) can tell in
+    O(1) that none moved since it last looked."""
+    return _changes.value
+
+
 class LeaderEpochCache:
     """Ordered (epoch, start offset) entries, written through to the checkpoint file.
 
@@ -51,6 +71,7 @@ class LeaderEpochCache:
             return self._entries[0] if self._entries else None
 
     def _flush(self) -> None:
+        _changes.bump()  # before the write: the entries changed even if the disk refuses it
         self._file.write(self._entries)
 
     def assign(self, epoch: int, start_offset: int) -> None:
@@ -112,4 +133,5 @@ class LeaderEpochCache:
     def delete(self) -> None:
         with self._lock:
             self._entries = []
+            _changes.bump()
             delete_if_exists(self._file.path)

@@ -121,7 +121,7 @@ class LogManager(RunTimeConfigs):
         self._offline = OfflineLogDirs()  # directories the disk failed while loading
         # derived views, rebuilt when the map they came from is replaced (Metadata, OffsetCommit
         # and FindCoordinator ask for them on every request)
-        self._topics_of: tuple[object, dict[str, int]] = (None, {})
+        self._topics_of: tuple[object, Mapping[str, int]] = (None, MappingProxyType({}))
         self._topic_ids: dict[str, tuple[Log, str | None]] = {}
         self._closed = False
         try:
@@ -383,18 +383,18 @@ class LogManager(RunTimeConfigs):
         return {tp: log for tp, (log, _) in sorted(current.items())}
 
     def topics(self) -> Mapping[str, int]:
-        """Topic name -> number of partitions, in name order (a read-only view, kept until a
-        topic or partition comes or goes: every Metadata, OffsetCommit and FindCoordinator
-        asks for it)."""
+        """Topic name -> number of partitions, in name order: a read-only view, the same object
+        until a topic or partition comes or goes (every Metadata, OffsetCommit and
+        FindCoordinator asks for it, and Metadata keeps answers while it is the same)."""
         current = self._logs
         source, counts = self._topics_of
         if source is not current:
             counted: dict[str, int] = {}
             for tp in [*current, *self._offline.partitions]:
                 counted[tp.topic] = counted.get(tp.topic, 0) + 1
-            counts = dict(sorted(counted.items()))
+            counts = MappingProxyType(dict(sorted(counted.items())))
             self._topics_of = (current, counts)  # offline ones change only while loading
-        return MappingProxyType(counts)
+        return counts
 
     @property
     def offline_log_dirs(self) -> dict[Path, str]:

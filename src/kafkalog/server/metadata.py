@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,6 +30,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.config import LogConfig
+from kafkalog.log.leader_epoch import epoch_changes
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.metadata_response import MAX_CACHED_TOPICS
@@ -53,7 +55,9 @@ from kafkalog.types import (
 
 logger = logging.getLogger("kafkalog.server")
 
-_topic_entries: dict[tuple[Any, ...], Any] = {}  # see _topic_entry
+_topic_entries: dict[tuple[Any, ...], Any] = {}  # see _build_topic_entry
+# (mod, topic, operations, node) -> (the manager's topics view, epoch changes, entry): _topic_entry
+_last_entries: dict[tuple[Any, ...], tuple[Mapping[str, int], int, Any]] = {}
 
 
 def topic_uuid(ctx: BrokerContext, topic: str) -> uuid.UUID:
@@ -113,10 +117,29 @@ def _partition_entry(ctx: BrokerContext, mod: Any, topic: str, p: int) -> Any:
 
 
 def _topic_entry(
-    ctx: BrokerContext, request: Request, mod: Any, topic: str, partitions: int
+    ctx: BrokerContext, request: Request, mod: Any, topic: str, known: Mapping[str, int]
 ) -> Any:
+    """The topic's entry: the one answered last while no topic or partition came or went
+    (``known``, the manager's view, is the same object) and no partition's leader epoch moved,
+    so an answer costs O(topics) rather than O(partitions); else built again, the same object
+    as before if nothing in it changed."""
     asked = getattr(request.body, "include_topic_authorized_operations", False)
     operations = ctx.authorized_operations(request, asked, ResourceType.TOPIC, topic)
+    fast_key = (mod, topic, operations, ctx.settings.node_id)
+    changes = epoch_changes()
+    last = _last_entries.get(fast_key)
+    if last is not None and last[0] is known and last[1] == changes:
+        return last[2]
+    entry = _build_topic_entry(ctx, mod, topic, known[topic], operations)
+    if len(_last_entries) >= MAX_CACHED_TOPICS:
+        _last_entries.clear()
+    _last_entries[fast_key] = (known, changes, entry)
+    return entry
+
+
+def _build_topic_entry(
+    ctx: BrokerContext, mod: Any, topic: str, partitions: int, operations: int
+) -> Any:
     entries = tuple(_partition_entry(ctx, mod, topic, p) for p in range(partitions))
     topic_id = topic_uuid(ctx, topic)
     # the same entry object while nothing in it changed, so its encoding is reused too
@@ -164,8 +187,8 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
     describe, topic = AclOperation.DESCRIBE, ResourceType.TOPIC
     if wanted is None or (version == 0 and not wanted):
         topics = [
-            _topic_entry(ctx, request, mod, t, n)
-            for t, n in sorted(known.items())
+            _topic_entry(ctx, request, mod, t, known)
+            for t in known  # in name order already
             if ctx.allowed(request, describe, topic, t)
         ]
     else:
@@ -195,7 +218,7 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
                     continue
                 known = ctx.manager.topics()
             if name in known:
-                topics.append(_topic_entry(ctx, request, mod, name, known[name]))
+                topics.append(_topic_entry(ctx, request, mod, name, known))
             else:
                 topics.append(_missing(mod, name, ErrorCode.unknown_topic_or_partition))
     advertised = ctx.advertised_for(request.listener)
