@@ -196,11 +196,11 @@ class LogManager(RunTimeConfigs):
                 continue
             self._pending_deletes += [(self._delete_due(t.topic), p) for t, p in load.deleted]
             self._unopened.update((tp, d) for tp in load.unopened)
-            for tp, log in load.opened:
+            for tp, _ in load.opened:
                 if tp in self._logs:
                     other = self._logs[tp][1].path
                     raise KafkaLogError(f"partition {tp} is in both {other} and {d.path}")
-                self._logs = {**self._logs, tp: (log, d)}
+            self._logs = {**self._logs, **{tp: (log, d) for tp, log in load.opened}}
         if not self._dirs:
             reasons = "; ".join(f"{p}: {why}" for p, why in self._offline.reasons.items())
             raise KafkaStorageError(f"every log directory is offline ({reasons})")
