@@ -80,14 +80,17 @@ def test_describe_list_and_verify_beside_a_writer(tmp_path: Path) -> None:
 
 
 def test_held_by_writer_reads_the_lock_table_without_taking_the_lock(tmp_path: Path) -> None:
-    from kafkalog import LogManager
+    from kafkalog import Log, LogManager
     from kafkalog.storage.dir_lock import held_by_writer
 
     assert not held_by_writer(tmp_path)  # no .lock at all
     with LogManager([tmp_path]) as manager:
         manager.create_topic("t", 1)
-        assert held_by_writer(tmp_path) and held_by_writer(tmp_path / "t-0")
+        assert held_by_writer(tmp_path)  # its partitions' writer: the log directory's lock
     assert not held_by_writer(tmp_path) and not held_by_writer(tmp_path / "t-0")
+    with Log.open(tmp_path / "t-0"):  # on its own: its partition directory's lock
+        assert held_by_writer(tmp_path / "t-0") and not held_by_writer(tmp_path)
+    assert not held_by_writer(tmp_path / "t-0")
 
 
 def test_verify_beside_a_writer_waits_for_a_batch_caught_half_copied(

@@ -163,6 +163,19 @@ def test_a_log_inside_a_managed_log_dir_is_refused_and_vice_versa(tmp_path: Path
         assert manager.topics() == {"t": 1}
 
 
+def test_a_log_opened_before_any_manager_keeps_a_manager_out(tmp_path: Path) -> None:
+    """A LogManager holds no partition's lock (its log directory's covers them all), yet a Log
+    opened on its own where no manager had been (no log directory ``.lock`` to share) still
+    keeps a manager from opening its partition."""
+    with Log.open(tmp_path / "t-0") as log:
+        log.append(records(1))
+        assert not (tmp_path / ".lock").exists()
+        with pytest.raises(LogDirectoryLockedError, match="t-0"):
+            LogManager(tmp_path)
+    with LogManager(tmp_path) as manager:
+        assert manager.get_log("t", 0).log_end_offset == 1
+
+
 # What a Kafka broker's JVM does to each log directory's .lock (FileChannel.tryLock): an fcntl
 # record lock on the whole file, held while it runs. Prints whether it got the lock.
 _JVM_LIKE_LOCK = """

@@ -28,6 +28,7 @@ from kafkalog.records.scanner import (
     search_offset,
 )
 from kafkalog.storage.faults import open_no_follow, storage_call, storage_error
+from kafkalog.storage.mappings import MAPPINGS
 from kafkalog.types import INT32_MAX
 
 if TYPE_CHECKING:
@@ -179,7 +180,9 @@ class FileRecords:
             self._unpin()
 
     def _pinned_mapping(self, end: int) -> mmap.mmap | None:
-        """The mapping, covering at least ``end`` bytes if the file has them; caller is pinned."""
+        """The mapping, covering at least ``end`` bytes if the file has them; caller is pinned.
+        Kept for the next read while this file is among the most recently read
+        (``storage.mappings``)."""
         with self._lock:
             if self._map is None or self._map_length < end:
                 fd = self._check_open()
@@ -189,7 +192,16 @@ class FileRecords:
                 # the old mapping stays mapped for whoever still holds it
                 self._map = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
                 self._map_length = length
-            return self._map
+            mapping = self._map
+        MAPPINGS.read(self)
+        return mapping
+
+    def drop_mapping(self) -> None:
+        """Let go of the cached mapping: unmapped, and its duplicate descriptor closed, when
+        the last reader holding it lets go."""
+        with self._lock:
+            self._map = None
+            self._map_length = 0
 
     def _wait_unpinned_locked(self) -> None:
         """Under the lock: wait until no reader is inside the file (see the class docstring)."""
@@ -489,6 +501,7 @@ class FileRecords:
 
     def close_handler(self) -> None:
         """Release the descriptor; a reader inside the file keeps it until it is done."""
+        MAPPINGS.forget(self)
         with self._lock:
             self._map = None  # unmapped when its last user lets go
             self._map_length = 0

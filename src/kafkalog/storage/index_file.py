@@ -7,7 +7,9 @@ becomes inactive and re-extended when it becomes active again.
 Kafka memory-maps the file and stores each entry into the mapping. From Python every such store
 is a page write fault that the kernel throttles with the dirty data around it (measured: 0.1-0.5
 ms per entry next to large appends), so here the valid entries live in process memory and are
-written to the file with ``pwrite`` on flush, trim and close. The bytes on disk, their sizes and
+written to the file with ``pwrite`` on flush, trim and close. No descriptor is held between
+those: Kafka closes an index's descriptor once the file is mapped, and a broker with thousands
+of segments must not hold two more per segment than Kafka does. The bytes on disk, their sizes and
 their lifecycle are Kafka's; only *when* entries reach the page cache differs, which recovery
 already covers (the active segment is rebuilt after an unclean shutdown, as in Kafka).
 Refuses: interpreting entries (subclasses do) and deciding when to trim or extend (the segment).
@@ -20,6 +22,8 @@ import os
 import struct
 import threading
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kafkalog.errors import LogClosedError
@@ -53,8 +57,9 @@ def _nonzero_length(data: bytes) -> int:
 class IndexFile:
     """An array of fixed-size big-endian entries backed by a file.
 
-    Owns the file descriptor and an in-memory copy of the valid entries; ``entries`` are valid,
-    of which ``_persisted`` have been written to the file. Thread-safe (one lock).
+    Owns an in-memory copy of the valid entries; ``entries`` are valid, of which ``_persisted``
+    have been written to the file, which is opened only for the change at hand. Thread-safe
+    (one lock).
     """
 
     entry: struct.Struct  # set by subclasses
@@ -68,7 +73,8 @@ class IndexFile:
         size = self.entry.size
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
         fd = open_no_follow(path, flags, "index file")
-        self._fd: int | None = fd
+        self._closed = False
+        self._fd: int | None = None  # open only inside _descriptor
         try:
             exists = os.fstat(fd).st_size > 0
             if not exists and writable:
@@ -91,8 +97,9 @@ class IndexFile:
             else:
                 self._buf = bytearray()
         except OSError as err:
-            os.close(fd)
             raise storage_error(err, f"opening index {path}") from err
+        finally:
+            os.close(fd)
         self.entries = len(self._buf) // size
         self._persisted = self.entries
         self._keys = self._key_column()
@@ -117,10 +124,31 @@ class IndexFile:
     def _round(self, n: int) -> int:
         return n - n % self.entry.size
 
-    def _check_open(self) -> int:
-        if self._fd is None:
+    def _check_open(self) -> None:
+        if self._closed:
             raise LogClosedError(f"index {self.path} is closed")
-        return self._fd
+
+    @contextmanager
+    def _descriptor(self) -> Iterator[int | None]:
+        """The file, opened for one change under the lock (reused by a change inside another);
+        None once the file is gone with its segment (deleted or cleaned away by another path
+        since), for which there is nothing left to write."""
+        self._check_open()
+        if self._fd is not None:
+            yield self._fd
+            return
+        try:
+            flags = os.O_RDWR if self.writable else os.O_RDONLY  # a reader's never writes
+            fd = open_no_follow(self.path, flags, "index file")
+        except FileNotFoundError:
+            yield None
+            return
+        self._fd = fd
+        try:
+            yield fd
+        finally:
+            self._fd = None
+            os.close(fd)
 
     @property
     def size_in_bytes(self) -> int:
@@ -191,7 +219,12 @@ class IndexFile:
     def _write_pending(self) -> None:
         if self._persisted >= self.entries or not self.writable:
             return
-        fd = self._check_open()
+        with self._descriptor() as fd:
+            if fd is not None:
+                self._write_pending_to(fd)
+            self._persisted = self.entries
+
+    def _write_pending_to(self, fd: int) -> None:
         size = self.entry.size
         start = self._persisted * size
         # a copy, not a view: a view of the entries held by a failed write's traceback would
@@ -203,17 +236,18 @@ class IndexFile:
                 os.pwrite, fd, pending[done:], at + done, what=f"writing index {self.path}"
             )
             done += n
-        self._persisted = self.entries
 
     def resize(self, new_size: int) -> bool:
         """Set the file length (rounded down to whole entries); False if unchanged."""
         with self._lock:
-            fd = self._check_open()
+            self._check_open()
             rounded = self._round(new_size)
             if rounded == self._length:
                 return False
-            self._write_pending()
-            storage_call(os.ftruncate, fd, rounded, what=f"resizing index {self.path}")
+            with self._descriptor() as fd:
+                self._write_pending()
+                if fd is not None:
+                    storage_call(os.ftruncate, fd, rounded, what=f"resizing index {self.path}")
             self._length = rounded
             self.max_entries = rounded // self.entry.size
             keep = min(self.entries, rounded // self.entry.size)
@@ -238,32 +272,31 @@ class IndexFile:
 
     def flush(self) -> None:
         with self._lock:
-            if self._fd is None:
+            if self._closed or not self.writable:
                 return
-            self._write_pending()
-            if self.writable:
-                # Kafka forces the index's mapping (msync), which syncs data and the size only,
-                # not timestamps: fdatasync is that, at about 3/4 of fsync's cost here
-                storage_call(os.fdatasync, self._fd, what=f"flushing index {self.path}")
+            with self._descriptor() as fd:
+                self._write_pending()
+                if fd is not None:
+                    # Kafka forces the index's mapping (msync), which syncs data and the size
+                    # only, not timestamps: fdatasync is that, at about 3/4 of fsync's cost
+                    storage_call(os.fdatasync, fd, what=f"flushing index {self.path}")
 
     def close(self) -> None:
         with self._lock:
-            if self._fd is None:
+            if self._closed:
                 return
             try:
                 if self.writable:
-                    self.trim_to_valid_size()
-                    self._write_pending()
+                    with self._descriptor():
+                        self.trim_to_valid_size()
+                        self._write_pending()
             finally:
-                os.close(self._fd)
-                self._fd = None
+                self._closed = True
 
     def close_handler(self) -> None:
-        """Release the descriptor without writing anything (as after a crash, or for deletion)."""
+        """Close without writing anything (as after a crash, or for deletion)."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._closed = True
 
     def rename_to(self, path: Path) -> None:
         with self._lock:
