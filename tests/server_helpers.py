@@ -240,16 +240,21 @@ def start_serve_process(
     seen: list[str] | None = None,
     *,
     drain: bool = True,
+    open_files: int | None = None,
 ) -> subprocess.Popen[str]:
     """``kafkalog serve`` in a process of its own on ``PLAINTEXT://127.0.0.1:port`` (unless
     ``overrides`` names other listeners), once it says it started; ``seen`` collects its lines
     up to then. Its output is drained from then on (``drain``), so its logging never blocks
-    it; without, the caller reads the rest."""
+    it; without, the caller reads the rest. ``open_files`` sets its soft and hard limit on
+    open files (``ulimit -n``)."""
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", **(overrides or {})}
     args = [arg for key, value in settings.items() for arg in ("--override", f"{key}={value}")]
+
+    command = [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(log_dir), *args]
+    if open_files is not None:  # the shell's ulimit -n sets the soft and the hard limit
+        command = ["sh", "-c", f'ulimit -n {open_files} && exec "$0" "$@"', *command]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(log_dir), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
     deadline = time.monotonic() + 60

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 from typing import TYPE_CHECKING
 
@@ -83,7 +84,24 @@ def serve(
             "server.properties: Kafka's default topic configs apply to its topics",
             config.log_dirs[0],
         )
+    _raise_open_file_limit()
     asyncio.run(_run(KafkaServer(config)))
+
+
+def _raise_open_file_limit() -> None:
+    """The soft limit on open files raised to the hard one, as the JVM raises it for a Kafka
+    broker at start (HotSpot's MaxFDLimit, on by default): a broker holds one descriptor per
+    segment, and a shell's usual soft limit of 1,024 would stop it near a thousand."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft in (hard, resource.RLIM_INFINITY):
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit past the kernel's nr_open
+        return
+    logging.getLogger("kafkalog.server").info(
+        "raised the open file limit from %d to %d", soft, hard
+    )
 
 
 async def _run(server: KafkaServer) -> None:

@@ -37,6 +37,11 @@ from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.types import IsolationLevel
 
+# records up to this size are copied into the answer rather than sent from their file: a copy
+# costs less than a descriptor of its own and a sendfile call, and a Fetch across thousands of
+# partitions, each with a little new data, holds no descriptor per partition until it is sent
+COPY_AT_MOST_BYTES = 64 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
@@ -127,7 +132,7 @@ def _fetch_partition(
     first: bool,
 ) -> PartitionResponse:
     """One partition's answer; its records are a slice of the segment file with a descriptor
-    of its own, sent later with ``sendfile``."""
+    of its own, sent later with ``sendfile``, or, up to ``COPY_AT_MOST_BYTES``, a copy."""
     index = part.partition
     try:
         log = ctx.manager.get_log(topic, index)
@@ -143,7 +148,10 @@ def _fetch_partition(
         records: bytes | OpenSlice = b""
         if info.records is not None and info.records.size:
             s = info.records
-            records = OpenSlice(s.dup_descriptor(), s.position, s.size)
+            if s.size <= COPY_AT_MOST_BYTES:
+                records = s.read()
+            else:
+                records = OpenSlice(s.dup_descriptor(), s.position, s.size)
     except OffsetOutOfRangeError:
         return _partition(index, ErrorCode.offset_out_of_range, log)
     except KafkaLogError as err:
