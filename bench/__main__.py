@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from bench import cleaner, codec, dump, manager, serve, spark, storage
+from bench import cleaner, codec, dump, manager, scale, serve, spark, storage
 from bench.harness import Row, fmt, machine
 
 SUITES = {
@@ -20,6 +20,7 @@ SUITES = {
     "dump": dump.run,
     "spark": spark.run,
     "serve": serve.run,
+    "scale": scale.run,
 }
 ROOT = Path(__file__).resolve().parent.parent
 
