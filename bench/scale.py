@@ -45,7 +45,8 @@ TOPIC_PARTITIONS = 10
 TOPICS_PER_REQUEST = 50
 PRODUCE_RECORDS = 200_000
 IDLE_SECONDS = 10
-WARMUP_RECORDS = 1_000_000  # 100 B, produced and read back on a topic of its own
+# 100 B, produced and read back on a topic of its own
+WARMUP_RECORDS = int(os.environ.get("KAFKALOG_BENCH_SCALE_WARMUP", "1000000"))
 METADATA_ONE, METADATA_ALL = 50, 5  # requests timed
 
 
@@ -243,7 +244,10 @@ def warm_up(server: ScaleServer) -> None:
     """A produce, a read back and Metadata requests on a topic of its own before anything is
     measured, so Kafka's JIT has compiled its paths."""
     from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic("warm-up", 1, 1)])["warm-up"].result()
     producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5})
     for _ in range(WARMUP_RECORDS):
         while True:
