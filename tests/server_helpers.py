@@ -162,9 +162,16 @@ def fetch_body(
     isolation: int = 0,
     max_bytes: int = 1 << 20,
     partitions: Sequence[int] = (),
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Sequence[int] = (),
 ) -> Any:
-    """A Fetch of ``partition`` (or of each of ``partitions``) of ``topic`` from ``offset``."""
+    """A Fetch of ``partition`` (or of each of ``partitions``) of ``topic`` from ``offset``
+    (no partition at all for ``partitions=[]`` with ``session_epoch`` > 0: an incremental
+    fetch of a session with nothing new to say); ``forgotten`` partitions of ``topic``
+    leave the session."""
     mod = request_module(1, version)
+    listed = partitions if partitions or session_epoch > 0 else (partition,)
     return make(
         mod,
         "FetchRequest",
@@ -173,8 +180,8 @@ def fetch_body(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=isolation,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=(
             make(
                 mod,
@@ -189,11 +196,17 @@ def fetch_body(
                         log_start_offset=-1,
                         partition_max_bytes=max_bytes,
                     )
-                    for index in (partitions or (partition,))
+                    for index in listed
                 ),
             ),
+        )
+        if listed
+        else (),
+        forgotten_topics_data=(
+            (make(mod, "ForgottenTopic", topic=topic, partitions=tuple(forgotten)),)
+            if forgotten
+            else ()
         ),
-        forgotten_topics_data=(),
         rack_id="",
     )
 

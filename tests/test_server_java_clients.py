@@ -15,6 +15,7 @@ import pytest
 from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, ROOT, TOOL_LOG, classpath
 from kafkalog import LogManager, Record
 from kafkalog.server import serve
+from kafkalog.server.fetch_sessions import FetchSessionCache
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(300)]
 
@@ -126,13 +127,23 @@ def test_a_java_consumer_group_rebalances_commits_and_resumes_after_a_restart(
 
 
 @pytest.mark.parametrize("version", KAFKA_VERSIONS)
-def test_kafkas_producer_and_consumer_perf_tests(tmp_path: Path, version: str) -> None:
+def test_kafkas_producer_and_consumer_perf_tests(
+    tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def tool(main: str, *args: str) -> str:
         cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(version), main, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
         assert proc.returncode == 0, f"{main}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
         return proc.stdout
 
+    incremental: list[int] = []  # each answer to an incremental fetch, by session
+    answer = FetchSessionCache.incremental
+
+    def spy(cache: FetchSessionCache, session: Any, response: Any) -> Any:
+        incremental.append(session.id)
+        return answer(cache, session, response)
+
+    monkeypatch.setattr(FetchSessionCache, "incremental", spy)
     n = 20_000
     with serve(tmp_path) as server:
         bs = server.bootstrap_servers
@@ -149,6 +160,7 @@ def test_kafkas_producer_and_consumer_perf_tests(tmp_path: Path, version: str) -
         header, row = consumed.strip().splitlines()[-2:]
         fields = dict(zip([h.strip() for h in header.split(",")], row.split(","), strict=False))
         assert int(fields["data.consumed.in.nMsg"].strip()) == n
+        assert incremental, "the Java consumer fetched through no session (KIP-227)"
     with LogManager([tmp_path]) as manager:
         log = manager.get_log("perf", 0)
         assert log.log_end_offset == n

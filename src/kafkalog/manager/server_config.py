@@ -142,6 +142,11 @@ class BrokerKeys:
         "connections.max.idle.ms", Type.LONG, 600000,
         "A connection with no bytes in or out for this long is closed.", at_least(1),
     )  # fmt: skip
+    max_incremental_fetch_session_cache_slots: int = define(
+        "max.incremental.fetch.session.cache.slots", Type.INT, 1000,
+        "Fetch sessions (KIP-227) kept at once; past it a new one may replace an idle or a "
+        "smaller one, or the fetch goes on without a session.", at_least(0),
+    )  # fmt: skip
     max_connections: int = define(
         "max.connections", Type.INT, 2147483647,
         "Connections kafkalog serve keeps open at once; one more is closed at once.",

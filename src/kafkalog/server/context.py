@@ -152,6 +152,7 @@ class BrokerSettings:
     transaction_partitions: int = 50
     sasl_max_receive_size: int = 524288
     connections_max_idle_ms: int = 600_000
+    fetch_session_cache_slots: int = 1000
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
@@ -199,6 +200,7 @@ class BrokerSettings:
             transaction_partitions=b.transaction_state_log_num_partitions,
             sasl_max_receive_size=b.sasl_server_max_receive_size,
             connections_max_idle_ms=b.connections_max_idle_ms,
+            fetch_session_cache_slots=b.max_incremental_fetch_session_cache_slots,
             max_connections=b.max_connections,
             max_connections_per_ip=b.max_connections_per_ip,
             max_connections_per_ip_overrides=_per_ip_overrides(b.max_connections_per_ip_overrides),

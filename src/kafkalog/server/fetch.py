@@ -8,11 +8,12 @@ transport sends with ``sendfile`` (``fetch_response.py``). A fetch that finds fe
 ``min_bytes`` says so, and the transport waits for an append or for ``max_wait_ms`` and asks
 again (Kafka's DelayedFetch).
 
-Refuses: replica fetches (``replica_id`` >= 0: there are no followers); fetch sessions
-(KIP-227): it answers every fetch in full with session id 0, which every client takes as
-"sessions unsupported" and keeps sending full requests; and a topic the principal may not READ
-(Fetch) or DESCRIBE (ListOffsets), with TOPIC_AUTHORIZATION_FAILED before the topic is looked
-up, as KafkaApis answers.
+Fetch sessions (KIP-227) are the purgatory's (``fetch_sessions.py``): what reaches this module
+is a fetch of the partitions to read, and its answer is cut down to what changed there.
+
+Refuses: replica fetches (``replica_id`` >= 0: there are no followers); and a topic the
+principal may not READ (Fetch) or DESCRIBE (ListOffsets), with TOPIC_AUTHORIZATION_FAILED
+before the topic is looked up, as KafkaApis answers.
 """
 
 from __future__ import annotations

@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kafkalog.protocol.fetch_frame import FetchFrame, FetchResponseData, encode_fetch_response
+from kafkalog.protocol.fetch_frame import FetchFrame, encode_fetch_response
 from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
 from kafkalog.server.fetch import FetchResult, available_bytes, handle_fetch, isolation_of
+from kafkalog.server.fetch_sessions import FetchSessionCache, SessionContext
 from kafkalog.server.quotas import throttle_fetch
 
 # the largest Fetch frame tried on the event loop: about 28 partitions at 33 bytes each (v12+),
@@ -150,6 +151,7 @@ class FetchPurgatory:
         self._context = context
         self._run = run  # on a request handler thread
         self._signal: AppendSignal | None = None
+        self.sessions = FetchSessionCache(context.settings.fetch_session_cache_slots)
         self.parked = 0  # fetches waiting for data now
 
     def start(self) -> None:
@@ -163,8 +165,9 @@ class FetchPurgatory:
         return 0 if self._signal is None else self._signal.watched
 
     def _fetch_once(
-        self, request: Request, final: bool, throttled: Callable[[int], None]
+        self, asked: SessionContext, final: bool, throttled: Callable[[int], None]
     ) -> tuple[FetchResult, FetchFrame | None]:
+        request = asked.request
         timed = self._context.quotas.enabled
         started = time.perf_counter_ns() if timed else 0
         result = handle_fetch(self._context, request, final=final)
@@ -172,7 +175,9 @@ class FetchPurgatory:
             result.close()
             return result, None
         if timed:
-            result = self._maybe_throttled(request, result, started, throttled)
+            result = self._maybe_throttled(asked, result, started, throttled)
+        if result.response.throttle_ms == 0:  # its session learns what the answer says
+            result = FetchResult(asked.finish(result.response), True, result.max_wait_ms)
         try:
             return result, encode_fetch_response(
                 request.correlation_id, request.api_version, result.response
@@ -182,26 +187,30 @@ class FetchPurgatory:
             raise
 
     def _maybe_throttled(
-        self, request: Request, result: FetchResult, started: int, throttled: Callable[[int], None]
+        self,
+        asked: SessionContext,
+        result: FetchResult,
+        started: int,
+        throttled: Callable[[int], None],
     ) -> FetchResult:
         """The result, or, when the client's quotas throttle it, an empty one that says how
         long to wait (KIP-219) while the connection is muted that long."""
         size = sum(p.records_size for t in result.response.topics for p in t.partitions)
         spent = time.perf_counter_ns() - started
-        ms = throttle_fetch(self._context, request, size, spent)
+        ms = throttle_fetch(self._context, asked.request, size, spent)
         if ms <= 0:
             return result
         result.close()
         throttled(ms)
-        return FetchResult(FetchResponseData(0, throttle_ms=ms), True, 0)
+        return FetchResult(asked.throttled(ms), True, 0)
 
     def _decode_and_fetch(
         self, decode: Callable[[], Request], throttled: Callable[[int], None], watch: Watch
-    ) -> tuple[Request, FetchResult, FetchFrame | None]:
-        request = decode()
+    ) -> tuple[SessionContext, FetchResult, FetchFrame | None]:
+        asked = self.sessions.begin(decode())  # an incremental fetch: the session's partitions
         assert self._signal is not None
-        self._signal.watch(watch, _partitions(request))  # before the read: no append missed
-        return request, *self._fetch_once(request, False, throttled)
+        self._signal.watch(watch, _partitions(asked.request))  # before the read: none missed
+        return asked, *self._fetch_once(asked, False, throttled)
 
     async def fetch(
         self,
@@ -221,9 +230,9 @@ class FetchPurgatory:
         encoded: FetchFrame | None
         try:
             if on_the_loop:
-                request, result, encoded = self._decode_and_fetch(decode, throttled, watch)
+                asked, result, encoded = self._decode_and_fetch(decode, throttled, watch)
             else:
-                request, result, encoded = await self._in_worker(
+                asked, result, encoded = await self._in_worker(
                     self._decode_and_fetch, decode, throttled, watch
                 )
             if encoded is not None:
@@ -232,7 +241,7 @@ class FetchPurgatory:
             self.parked += 1
             try:
                 deadline = loop.time() + result.max_wait_ms / 1000
-                waiting = _Waiting(self._context, request, result)
+                waiting = _Waiting(self._context, asked.request, result)
                 while encoded is None:
                     remaining = deadline - loop.time()
                     if remaining > 0:  # asyncio.wait: it does not swallow our cancel
@@ -246,12 +255,12 @@ class FetchPurgatory:
                     ):
                         continue  # sized what changed, read nothing whole
                     if on_the_loop:
-                        result, encoded = self._fetch_once(request, final, throttled)
+                        result, encoded = self._fetch_once(asked, final, throttled)
                     else:
                         _, result, encoded = await self._in_worker(
-                            self._fetch_again, request, final, throttled
+                            self._fetch_again, asked, final, throttled
                         )
-                    waiting = _Waiting(self._context, request, result)
+                    waiting = _Waiting(self._context, asked.request, result)
                 return encoded
             finally:
                 self.parked -= 1
@@ -259,13 +268,13 @@ class FetchPurgatory:
             signal.forget(watch)
 
     def _fetch_again(
-        self, request: Request, final: bool, throttled: Callable[[int], None]
-    ) -> tuple[Request, FetchResult, FetchFrame | None]:
-        return request, *self._fetch_once(request, final, throttled)
+        self, asked: SessionContext, final: bool, throttled: Callable[[int], None]
+    ) -> tuple[SessionContext, FetchResult, FetchFrame | None]:
+        return asked, *self._fetch_once(asked, final, throttled)
 
     async def _in_worker(
-        self, fn: Callable[..., tuple[Request, FetchResult, FetchFrame | None]], *args: Any
-    ) -> tuple[Request, FetchResult, FetchFrame | None]:
+        self, fn: Callable[..., tuple[SessionContext, FetchResult, FetchFrame | None]], *args: Any
+    ) -> tuple[SessionContext, FetchResult, FetchFrame | None]:
         """A try on a handler thread. If the client goes while it runs, the thread still
         finishes, and the descriptors it took are closed then rather than leaked."""
         future = self._run(fn, *args)
@@ -312,7 +321,7 @@ def _partitions(request: Request) -> list[Partition]:
 
 
 def _close_abandoned(
-    future: asyncio.Future[tuple[Request, FetchResult, FetchFrame | None]],
+    future: asyncio.Future[tuple[SessionContext, FetchResult, FetchFrame | None]],
 ) -> None:
     if not future.cancelled() and future.exception() is None:
         future.result()[1].close()
