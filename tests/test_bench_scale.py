@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from bench import scale
+
 from kafkalog.storage.mappings import MAX_CACHED_MAPPINGS
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(600)]

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,32 @@ def test_serve_names_the_open_file_limit_it_cannot_start_under(tmp_path: Path) -
     assert done.returncode != 0
     assert "this process may open 64 files at most, 'ulimit -n'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_serve_raises_its_soft_open_file_limit_to_the_hard_one(tmp_path: Path) -> None:
+    """As the JVM does for a Kafka broker: a soft limit far below what the partitions need, a
+    hard one above, and the broker starts and serves them all."""
+    _fill(tmp_path, PARTITIONS)
+    port = free_port()
+    command = [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(tmp_path),
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]  # fmt: skip
+    proc = subprocess.Popen(
+        ["sh", "-c", f'ulimit -Sn 64 && ulimit -Hn {LIMIT * 4} && exec "$0" "$@"', *command],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = [proc.stdout.readline() for _ in range(3)]
+        assert any(f"raised the open file limit from 64 to {LIMIT * 4}" in s for s in seen), seen
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                assert _end_offsets(port, PARTITIONS) == dict.fromkeys(range(PARTITIONS), 1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("kafkalog serve did not answer")
+    finally:
+        proc.kill()
+        proc.wait(60)
