@@ -138,3 +138,31 @@ def test_serve_raises_its_soft_open_file_limit_to_the_hard_one(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait(60)
+
+
+def test_a_fetch_copies_a_bounded_amount_and_sends_the_rest_from_the_files(
+    tmp_path: Path,
+) -> None:
+    """Small records are copied into the answer, but no more than COPY_BUDGET_BYTES of them:
+    a Fetch of many partitions with a large max_bytes holds slices of the files past it, not
+    their bytes in memory. Every partition's records come back either way."""
+    from kafkalog.protocol.fetch_frame import OpenSlice
+    from kafkalog.server.fetch import COPY_AT_MOST_BYTES, COPY_BUDGET_BYTES, handle_fetch
+    from server_helpers import as_request, broker_over
+
+    partitions = 2 * COPY_BUDGET_BYTES // (COPY_AT_MOST_BYTES // 2)
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", partitions)
+        for p in range(partitions):
+            manager.get_log("t", p).append([Record(bytes(COPY_AT_MOST_BYTES // 2))])
+        body = fetch_body(12, "t", 0, 0, max_bytes=1 << 30, partitions=range(partitions))
+        result = handle_fetch(broker.context, as_request(1, 12, body))
+        try:
+            (topic,) = result.response.topics
+            copies = [p.records for p in topic.partitions if isinstance(p.records, bytes)]
+            slices = [p.records for p in topic.partitions if isinstance(p.records, OpenSlice)]
+            assert len(copies) + len(slices) == partitions and copies and slices
+            assert sum(map(len, copies)) <= COPY_BUDGET_BYTES
+        finally:
+            result.close()

@@ -40,8 +40,11 @@ from kafkalog.types import IsolationLevel
 
 # records up to this size are copied into the answer rather than sent from their file: a copy
 # costs less than a descriptor of its own and a sendfile call, and a Fetch across thousands of
-# partitions, each with a little new data, holds no descriptor per partition until it is sent
+# partitions, each with a little new data, holds no descriptor per partition until it is sent;
+# at most COPY_BUDGET_BYTES of an answer are copies (past it, slices), so a Fetch of many
+# partitions with a large max_bytes holds a bounded amount of memory until it is sent
 COPY_AT_MOST_BYTES = 64 * 1024
+COPY_BUDGET_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
         )
         return FetchResult(FetchResponseData(code.value), True, 0)
     remaining = body.max_bytes if version >= 3 else 2**31 - 1
-    total = 0
+    total = copied = 0
     errors = False
     response = FetchResponseData(ErrorCode.none.value)
     try:
@@ -94,10 +97,18 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
                 continue
             for part in topic.partitions:
                 data = _fetch_partition(
-                    ctx, topic.topic, part, isolation, remaining, first=total == 0
+                    ctx,
+                    topic.topic,
+                    part,
+                    isolation,
+                    remaining,
+                    first=total == 0,
+                    may_copy=COPY_BUDGET_BYTES - copied,
                 )
                 out.partitions.append(data)
                 total += data.records_size
+                if isinstance(data.records, bytes):
+                    copied += len(data.records)
                 remaining = max(0, remaining - data.records_size)
                 errors = errors or data.error_code != ErrorCode.none.value
             response.topics.append(out)
@@ -131,9 +142,11 @@ def _fetch_partition(
     remaining: int,
     *,
     first: bool,
+    may_copy: int = COPY_BUDGET_BYTES,
 ) -> PartitionResponse:
     """One partition's answer; its records are a slice of the segment file with a descriptor
-    of its own, sent later with ``sendfile``, or, up to ``COPY_AT_MOST_BYTES``, a copy."""
+    of its own, sent later with ``sendfile``, or, up to ``COPY_AT_MOST_BYTES`` and the
+    ``may_copy`` bytes the answer may still copy, a copy."""
     index = part.partition
     try:
         log = ctx.manager.get_log(topic, index)
@@ -149,7 +162,7 @@ def _fetch_partition(
         records: bytes | OpenSlice = b""
         if info.records is not None and info.records.size:
             s = info.records
-            if s.size <= COPY_AT_MOST_BYTES:
+            if s.size <= min(COPY_AT_MOST_BYTES, may_copy):
                 records = s.read()
             else:
                 records = OpenSlice(s.dup_descriptor(), s.position, s.size)
