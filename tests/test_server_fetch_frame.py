@@ -165,10 +165,14 @@ def test_no_descriptor_is_left_open_by_answered_or_waiting_fetches_of_clients_th
 
 
 def test_a_broker_fetch_holds_descriptors_until_closed(tmp_path: Path) -> None:
+    """Records larger than a copy are sent from the file, through a descriptor the answer
+    holds until it is closed (smaller ones are copied: test_server_descriptors.py)."""
+    from kafkalog.server.fetch import COPY_AT_MOST_BYTES
+
     broker, manager = broker_over(tmp_path)
     with manager:
         manager.create_topic("t", 1, LogConfig().to_properties(only_overrides=True))
-        manager.get_log("t", 0).append([Record(b"x" * 100)])
+        manager.get_log("t", 0).append([Record(b"x" * (COPY_AT_MOST_BYTES + 1))])
         broker.fetch(as_request(1, 12, fetch_body(12, "t", 0, offset=0))).close()
         before = _open_fds(tmp_path)
         result = broker.fetch(as_request(1, 12, fetch_body(12, "t", 0, offset=0)))
