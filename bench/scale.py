@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import Row, in_temp_dir
-from bench.serve import BROKER_JVM
+from bench.serve import BROKER_JVM, Server, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the oracle harness lives beside the tests
@@ -50,29 +50,21 @@ WARMUP_RECORDS = int(os.environ.get("KAFKALOG_BENCH_SCALE_WARMUP", "1000000"))
 METADATA_ONE, METADATA_ALL = 50, 5  # requests timed
 
 
-class ScaleServer:
-    """One server on its own directory, started and restarted with the same command."""
+class ScaleServer(Server):
+    """One server on its own directory, started and restarted with the same command (the
+    serve suite's Server, whose process is replaced at each start)."""
+
+    proc: subprocess.Popen[bytes]
 
     def __init__(self, name: str, cmd: list[str], port: int, out: Path) -> None:
         self.name, self.cmd, self.port, self.out = name, cmd, port, out
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.out.open("ab") as out:
             self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited at start: {self.out.read_text()[-3000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not listen in 600 s")
+        wait_listening(self.port, self.proc, self.name, timeout=600)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        assert self.proc is not None
         self.proc.send_signal(sig)
         try:
             self.proc.wait(300)
@@ -80,21 +72,10 @@ class ScaleServer:
             self.proc.kill()
             self.proc.wait()
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def cpu_seconds(self) -> float:
-        assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     def descriptors(self) -> int:
-        assert self.proc is not None
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def rss_mb(self) -> float:
-        assert self.proc is not None
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024

@@ -91,8 +91,10 @@ class Server:
             self.proc.wait()
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 120
+def wait_listening(
+    port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 120
+) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited at start")
@@ -101,7 +103,7 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None
                 return
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError(f"{what} did not listen in 120 s")
+    raise RuntimeError(f"{what} did not listen in {timeout:.0f} s")
 
 
 def start_kafka(root: Path, version: str) -> Server:
@@ -114,7 +116,7 @@ def start_kafka(root: Path, version: str) -> Server:
            str(broker.config)]  # fmt: skip
     out = (root / "kafka.out").open("wb")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    _wait_listening(broker.port, proc, f"Kafka {version}")
+    wait_listening(broker.port, proc, f"Kafka {version}")
     return Server(f"Kafka {version}", proc, broker.port)
 
 
@@ -127,7 +129,7 @@ def start_kafkalog(root: Path) -> Server:
            "--override", "group.initial.rebalance.delay.ms=0"]  # fmt: skip
     out = (root / "kafkalog.out").open("wb")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    _wait_listening(port, proc, "kafkalog serve")
+    wait_listening(port, proc, "kafkalog serve")
     return Server("kafkalog serve", proc, port)
 
 
