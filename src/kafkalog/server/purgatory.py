@@ -174,10 +174,9 @@ class FetchPurgatory:
         if not result.satisfied:
             result.close()
             return result, None
-        if timed:
-            result = self._maybe_throttled(asked, result, started, throttled)
-        if result.response.throttle_ms == 0:  # its session learns what the answer says
-            result = FetchResult(asked.finish(result.response), True, result.max_wait_ms)
+        held = self._maybe_throttled(asked, result, started, throttled) if timed else None
+        # not throttled: the answer as its session cuts it (and the session learns what it says)
+        result = held or FetchResult(asked.finish(result.response), True, result.max_wait_ms)
         try:
             return result, encode_fetch_response(
                 request.correlation_id, request.api_version, result.response
@@ -192,14 +191,14 @@ class FetchPurgatory:
         result: FetchResult,
         started: int,
         throttled: Callable[[int], None],
-    ) -> FetchResult:
-        """The result, or, when the client's quotas throttle it, an empty one that says how
-        long to wait (KIP-219) while the connection is muted that long."""
+    ) -> FetchResult | None:
+        """When the client's quotas throttle it, an empty result that says how long to wait
+        (KIP-219) while the connection is muted that long; None when they do not."""
         size = sum(p.records_size for t in result.response.topics for p in t.partitions)
         spent = time.perf_counter_ns() - started
         ms = throttle_fetch(self._context, asked.request, size, spent)
         if ms <= 0:
-            return result
+            return None
         result.close()
         throttled(ms)
         return FetchResult(asked.throttled(ms), True, 0)
