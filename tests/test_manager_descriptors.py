@@ -41,3 +41,35 @@ def test_one_descriptor_per_segment_however_many_partitions_are_read(tmp_path: P
             log.flush()
         assert _open_descriptors() - before <= segments + 1 + MAX_CACHED_MAPPINGS
     assert _open_descriptors() <= before  # (mappings other files kept may have gone too)
+
+
+def test_threads_reading_many_partitions_keep_the_bound_and_read_everything(
+    tmp_path: Path,
+) -> None:
+    """Four threads read 100 partitions at once: files evict each other's mappings without a
+    lock order between them, every read sees its record, and the mappings stay bounded."""
+    import threading
+
+    before = _open_descriptors()
+    errors: list[BaseException] = []
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", PARTITIONS)
+        for p in range(PARTITIONS):
+            manager.get_log("t", p).append([Record(b"v%d" % p)])
+
+        def reader(seed: int) -> None:
+            try:
+                for i in range(20 * PARTITIONS):
+                    p = (i * (seed + 7)) % PARTITIONS
+                    info = manager.get_log("t", p).read(0, 1 << 16)
+                    assert info.records is not None and info.records.size > 0
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=reader, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not errors, errors
+        assert _open_descriptors() - before <= PARTITIONS + 1 + MAX_CACHED_MAPPINGS
