@@ -47,9 +47,12 @@ KAFKA_VERSION = "4.3.1"  # the broker version the suite is told (TEST_KAFKA_VERS
 TEST_LIST = REPO / "interop" / "librdkafka-tests.txt"
 SINGLE_NODE = REPO / "interop" / "librdkafka-single-node.txt"
 
-# The broker settings of both runs: what the suite's own docker set-up gives a broker, and an
-# authorizer that allows what no ACL denies, so the suite's ACL tests (kafka-acls.sh,
-# CreateAcls ...) have something to judge.
+# The broker settings of both runs: what the suite's own cluster (trivup) gives a broker but
+# for no initial rebalance delay (trivup leaves Kafka's 3 s, which would add some five minutes
+# of waiting to the run), and an authorizer that allows what no ACL denies, so the suite's ACL
+# tests (kafka-acls.sh, CreateAcls ...) have something to judge. A test that needs a setting
+# as trivup has it says so on its line (`# broker: key=value`) and runs against a broker of
+# its own with it.
 BROKER_SETTINGS = {
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
@@ -126,20 +129,37 @@ def build() -> Path:
 def listed_tests() -> dict[str, str | None]:
     """The test numbers of ``interop/librdkafka-tests.txt`` (a number opens each line), each
     with the reason kafkalog is known to fail it (``# known: ...`` on its line), if it is."""
-    found: dict[str, str | None] = {}
+    return {number: notes.get("known") for number, notes in _listed().items()}
+
+
+def broker_settings() -> dict[str, dict[str, str]]:
+    """The listed tests that need a broker setting of their own (``# broker: key=value ...``
+    on their line): number -> those settings, on top of BROKER_SETTINGS."""
+    found = {}
+    for number, notes in _listed().items():
+        if "broker" in notes:
+            found[number] = dict(pair.split("=", 1) for pair in notes["broker"].split())
+    return found
+
+
+def _listed() -> dict[str, dict[str, str]]:
+    """Each listed number with the ``# name: text`` notes of its line."""
+    found: dict[str, dict[str, str]] = {}
     for line in TEST_LIST.read_text().splitlines():
-        match = re.match(r"\s*(\d{4})\b(?:.*#\s*known:\s*(.*))?", line)
+        match = re.match(r"\s*(\d{4})\b(.*)", line)
         if match:
-            found[match.group(1)] = match.group(2)
+            notes = (part.partition(":") for part in match.group(2).split("#"))
+            found[match.group(1)] = {k.strip(): v.strip() for k, sep, v in notes if sep}
     return found
 
 
 @contextlib.contextmanager
-def kafkalog_serve(root: Path) -> Iterator[str]:
+def kafkalog_serve(root: Path, settings: dict[str, str]) -> Iterator[str]:
     port = free_port()
+    root.mkdir(parents=True, exist_ok=True)
     out = (root / "serve.out").open("wb")
     overrides = [f"listeners=PLAINTEXT://127.0.0.1:{port}"]
-    overrides += [f"{k}={v}" for k, v in BROKER_SETTINGS.items()]
+    overrides += [f"{k}={v}" for k, v in settings.items()]
     cmd = [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(root / "data")]
     for override in overrides:
         cmd += ["--override", override]
@@ -172,8 +192,8 @@ def _connect(port: int) -> contextlib.closing[object]:
 
 
 @contextlib.contextmanager
-def apache_kafka(root: Path) -> Iterator[str]:
-    broker = KafkaBroker(KAFKA_VERSION, root / "kafka", {**BROKER_SETTINGS, **KAFKA_ONLY})
+def apache_kafka(root: Path, settings: dict[str, str]) -> Iterator[str]:
+    broker = KafkaBroker(KAFKA_VERSION, root / "kafka", {**settings, **KAFKA_ONLY})
     with broker:
         yield broker.bootstrap
 
@@ -247,10 +267,24 @@ def main() -> int:
     on_kafkalog = args.against == "kafkalog"
     broker = kafkalog_serve if on_kafkalog else apache_kafka
     started = time.monotonic()
-    with broker(workdir) as bootstrap:
-        results = run(tests_dir, bootstrap, tests, workdir)
-        failed = [n for n in tests if _failed(results, n) and not (on_kafkalog and listed.get(n))]
-        retried = run(tests_dir, bootstrap, failed, workdir / "again") if failed else {}
+    own = broker_settings()
+    batches: dict[str, list[str]] = {}  # a broker's extra settings -> the tests run against it
+    for number in tests:
+        extra = " ".join(f"{k}={v}" for k, v in own.get(number, {}).items())
+        batches.setdefault(extra, []).append(number)
+    results: dict[str, dict] = {}
+    retried: dict[str, dict] = {}
+    homes: dict[str, Path] = {}  # where each test's output is
+    for i, (extra, batch) in enumerate(batches.items()):
+        where = workdir / f"broker-{i}" if i else workdir  # the first batch at the top
+        homes.update(dict.fromkeys(batch, where))
+        settings = {**BROKER_SETTINGS, **dict(p.split("=", 1) for p in extra.split())}
+        with broker(where, settings) as bootstrap:
+            got = run(tests_dir, bootstrap, batch, where)
+            failed = [n for n in batch if _failed(got, n) and not (on_kafkalog and listed.get(n))]
+            if failed:
+                retried.update(run(tests_dir, bootstrap, failed, where / "again"))
+        results.update(got)
     took = time.monotonic() - started
     counts: dict[str, int] = {}
     unexpected = []
@@ -280,7 +314,8 @@ def main() -> int:
     if unexpected:
         print(f"failed: {', '.join(unexpected)}")
         for number in sorted({name[:4] for name in unexpected}):
-            for attempt in (workdir, workdir / "again"):
+            home = homes[number]
+            for attempt in (home, home / "again"):
                 for line in failure_reasons(attempt / f"test-runner-{number}.out"):
                     print(f"  {attempt.name}/{number}: {line}")
     return 1 if unexpected else 0
