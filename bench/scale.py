@@ -3,17 +3,19 @@ targets): descriptors, memory, restarts, Metadata, CreateTopics, produce beside 
 every topic, and an idle server's CPU.
 
 Like with like: for each size, each server runs alone on the machine, on a fresh directory,
-after a warm-up (a million records of 100 B produced and read back, and Metadata requests, on
-a topic of its own), Kafka as ``kafka-server-start.sh`` starts it (1 GiB heap, G1; its JVM raises its soft limit on
-open files to the hard one at start, and ``kafkalog serve`` does the same). Topics of ten
-partitions are created through the Admin API (librdkafka), fifty topics a request; a size's
-creation time runs until Metadata lists every partition. Restarts (after SIGTERM, and after a
-kill -9) run until Metadata lists every partition again. Metadata latency is the median of
-raw requests on one connection, for one topic and for every topic. The produce row sends
+after a warm-up (a million records of 100 B produced and read back, and Metadata requests, on a
+topic of its own), Kafka as ``kafka-server-start.sh`` starts it (1 GiB heap, G1; its JVM raises
+its soft limit on open files to the hard one at start, and ``kafkalog serve`` does the same).
+Topics of ten partitions are created through the Admin API (librdkafka), fifty topics a request;
+a size's creation time runs until Metadata lists every partition. Restarts (after SIGTERM, and
+after a kill -9) run until Metadata lists every partition again. Metadata latency is the median
+of raw requests on one connection, for one topic and for every topic. The produce row sends
 ``PRODUCE_RECORDS`` records of 100 B round-robin over every partition (librdkafka, acks=all,
 linger.ms=5) while one consumer subscribed to every topic reads them; it reports the rate and
-the server's CPU seconds per 100,000 records. Descriptors are the server process's
-(``/proc/<pid>/fd``) after the produce; RSS its VmRSS then. Sizes come from
+the server's CPU seconds per 100,000 records. It runs twice: beside librdkafka's consumer, which
+has no fetch sessions (every fetch names every partition), then beside Kafka's Java consumer
+(ConsumerPerformance), which fetches through a KIP-227 session. Descriptors are the server
+process's (``/proc/<pid>/fd``) after the first produce; RSS its VmRSS then. Sizes come from
 ``KAFKALOG_BENCH_SCALE_PARTITIONS`` (default 1,000, 4,000 and 10,000), and one more run keeps
 ten segments in each of 1,000 partitions (``segment.ms``: each round of the produce rolls).
 """
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import Row, in_temp_dir
-from bench.serve import BROKER_JVM, Server, wait_listening
+from bench.serve import BROKER_JVM, PERF_JVM, Server, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the oracle harness lives beside the tests
@@ -169,30 +171,33 @@ def create_topics(server: ScaleServer, partitions: int, configs: dict[str, str])
 
 
 def produce_with_consumer(server: ScaleServer, partitions: int, rounds: int = 1,
-                          pause: float = 0.0) -> tuple[float, float]:  # fmt: skip
+                          pause: float = 0.0, reader: str = "librdkafka",
+                          already: int = 0) -> tuple[float, float]:  # fmt: skip
     """(records/s, server CPU s per 100k records): PRODUCE_RECORDS records round-robin over
-    every partition while a consumer of every topic reads them."""
-    from confluent_kafka import Consumer, Producer
+    every partition while one consumer of every topic reads them: librdkafka's (no fetch
+    sessions, every fetch names every partition) or Kafka's Java consumer (``reader="java"``,
+    ConsumerPerformance, which fetches through a KIP-227 session; ``already``: the records in
+    those topics before)."""
+    expected = PRODUCE_RECORDS // rounds * rounds
+    consumer = JavaReader(server, already, expected) if reader == "java" else RdkafkaReader(server)
+    try:
+        cpu, start = server.cpu_seconds(), time.perf_counter()
+        sent = _produce_round_robin(server, partitions, rounds, pause)
+        rate = sent / (time.perf_counter() - start)
+        consumer.wait(sent)
+        return rate, (server.cpu_seconds() - cpu) / (sent / 100_000)
+    finally:
+        consumer.close()
+
+
+def _produce_round_robin(server: ScaleServer, partitions: int, rounds: int, pause: float) -> int:
+    from confluent_kafka import Producer
 
     names = _topics(partitions)
-    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "scale",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": True})  # fmt: skip
-    consumer.subscribe(["^scale-.*"])
-    read = [0]
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set():
-            for m in consumer.consume(10_000, 0.2):
-                if m.error() is None:
-                    read[0] += 1
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
     producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5})
     value = bytes(100)
     per_round = PRODUCE_RECORDS // rounds
-    cpu, start, sent = server.cpu_seconds(), time.perf_counter(), 0
+    sent = 0
     for r in range(rounds):
         for i in range(per_round):
             p = (sent + i) % partitions
@@ -208,17 +213,88 @@ def produce_with_consumer(server: ScaleServer, partitions: int, rounds: int = 1,
             raise RuntimeError(f"{server.name}: not every record was delivered")
         if pause and r + 1 < rounds:
             time.sleep(pause)
-    rate = sent / (time.perf_counter() - start)
-    deadline = time.monotonic() + 300
-    while read[0] < sent and time.monotonic() < deadline:
-        time.sleep(0.1)
-    cpu_per_100k = (server.cpu_seconds() - cpu) / (sent / 100_000)
-    stop.set()
-    reader.join()
-    consumer.close()
-    if read[0] < sent:
-        raise RuntimeError(f"{server.name}: the consumer read {read[0]} of {sent} records")
-    return rate, cpu_per_100k
+    return sent
+
+
+class RdkafkaReader:
+    """librdkafka's consumer of every ``scale-`` topic, reading on a thread of this process."""
+
+    def __init__(self, server: ScaleServer) -> None:
+        from confluent_kafka import Consumer
+
+        self.server = server
+        self.consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "scale",
+                                  "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": True})  # fmt: skip
+        self.consumer.subscribe(["^scale-.*"])
+        self.read = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._consume, daemon=True)
+        self.thread.start()
+
+    def _consume(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(10_000, 0.2):
+                if m.error() is None:
+                    self.read += 1
+
+    def wait(self, sent: int) -> None:
+        deadline = time.monotonic() + 300
+        while self.read < sent and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.read < sent:
+            raise RuntimeError(f"{self.server.name}: the consumer read {self.read} of {sent}")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.consumer.close()
+
+
+class JavaReader:
+    """Kafka's own consumer (ConsumerPerformance of the oracle version, the JVM options of
+    its script) subscribed to every ``scale-`` topic from their ends; the produce starts once
+    its group has committed a position at the end of every partition (``already``: the records
+    there before), so neither the join nor the reset is in the measurement; it exits once it
+    read the ``expected`` records produced after."""
+
+    GROUP = "scale-java"
+
+    def __init__(self, server: ScaleServer, already: int, expected: int) -> None:
+        from kafka_oracle import KAFKA_VERSIONS, TOOL_LOG, classpath
+
+        self.server = server
+        self.out = server.out.with_name(server.out.name + ".consumer")
+        cmd = ["java", *PERF_JVM, *TOOL_LOG, "-cp", classpath(KAFKA_VERSIONS[-1]),
+               "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+               server.bootstrap, "--include", "^scale-.*", "--group", self.GROUP, "--from-latest",
+               "--num-records", str(expected), "--timeout", "300000"]  # fmt: skip
+        with self.out.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self._until_at_the_end(already)
+
+    def _until_at_the_end(self, already: int) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.server.bootstrap})
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            asked = [ConsumerGroupTopicPartitions(self.GROUP)]
+            found = admin.list_consumer_group_offsets(asked)[self.GROUP].result()
+            if sum(max(tp.offset, 0) for tp in found.topic_partitions) >= already:
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.server.name}: the Java consumer did not start ({self.out})")
+
+    def wait(self, sent: int) -> None:
+        if self.proc.wait(timeout=300) != 0:
+            raise RuntimeError(f"{self.server.name}: the Java consumer failed ({self.out})")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def warm_up(server: ScaleServer) -> None:
@@ -264,10 +340,14 @@ def measure(server: ScaleServer, partitions: int, segments: int = 1) -> dict[str
         probe.close()
         out["metadata one ms"] = statistics.median(one) * 1000
         out["metadata all ms"] = statistics.median(every) * 1000
-        rate, cpu = produce_with_consumer(server, partitions, segments, 1.2 if segments > 1 else 0)
+        pause = 1.2 if segments > 1 else 0
+        rate, cpu = produce_with_consumer(server, partitions, segments, pause)
         out["produce rec/s"], out["cpu s/100k"] = rate, cpu
         out["descriptors"] = server.descriptors()
         out["rss MB"] = server.rss_mb()
+        rate, cpu = produce_with_consumer(server, partitions, segments, pause, reader="java",
+                                          already=PRODUCE_RECORDS)  # fmt: skip
+        out["produce, Java consumer rec/s"], out["cpu, Java consumer s/100k"] = rate, cpu
         cpu0 = server.cpu_seconds()
         time.sleep(IDLE_SECONDS)
         out["idle cpu %"] = (server.cpu_seconds() - cpu0) / IDLE_SECONDS * 100
@@ -314,8 +394,13 @@ ROWS: list[tuple[str, str, bool, str]] = [
     ("metadata one ms", "ms", False, f"Metadata v12 for one topic, median of {METADATA_ONE}"),
     ("metadata all ms", "ms", False, f"Metadata v12 for every topic, median of {METADATA_ALL}"),
     ("produce rec/s", "rec/s", True, f"{PRODUCE_RECORDS:,} x 100 B round-robin over every "
-     "partition, acks=all, linger.ms=5, one consumer subscribed to every topic"),
+     "partition, acks=all, linger.ms=5, one librdkafka consumer subscribed to every topic "
+     "(no fetch sessions)"),
     ("cpu s/100k", "s", False, "server CPU seconds per 100,000 records of that produce"),
+    ("produce, Java consumer rec/s", "rec/s", True, "the same produce while Kafka's Java consumer "
+     "(ConsumerPerformance, fetching through a KIP-227 session) reads every topic"),
+    ("cpu, Java consumer s/100k", "s", False, "server CPU seconds per 100,000 records of that "
+     "produce"),
     ("idle cpu %", "%", False, f"server CPU over {IDLE_SECONDS} s with no client"),
 ]  # fmt: skip
 
