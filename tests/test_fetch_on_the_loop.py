@@ -197,3 +197,23 @@ def test_a_woken_fetch_sizes_only_the_partition_appended_to(
     assert len(tries) == 2
     # sized where the fetch is tried: a large fetch's work stays off the event loop
     assert {n.startswith("kafkalog-io-") for n in sizing_threads} == {large}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["on the loop", "on a handler thread"])
+def test_a_parked_fetch_answers_at_once_when_its_topic_is_deleted(server: Any, large: bool) -> None:
+    """Kafka completes the delayed fetches of a partition that stops
+    (ReplicaManager.completeDelayedOperationsWhenNotPartitionLeader): a long poll parked on a
+    topic that is deleted answers UNKNOWN_TOPIC_OR_PARTITION then, not at its max wait."""
+    from confluent_kafka.admin import AdminClient
+
+    with _connect(server) as sock:
+        sock.sendall(_fetch_frame(large, max_wait_ms=20_000, offset=0))
+        time.sleep(0.3)  # parked
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+        started = time.monotonic()
+        admin.delete_topics(["t"])["t"].result(timeout=10)
+        answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+        waited = time.monotonic() - started
+    codes = {p.error_code for t in answer.responses for p in t.partitions}
+    assert codes == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+    assert waited < 5, f"answered {waited:.1f} s after the deletion"

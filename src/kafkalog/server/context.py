@@ -243,7 +243,8 @@ class BrokerContext:
     """The state request handlers share. ``advertised`` holds each listener's advertised
     address, completed once its socket is bound (port 0 becomes the port the OS chose).
     ``on_append`` is called, from whichever thread appended, with the (topic, partition)
-    pairs a produce or a transaction marker wrote to, so the fetches waiting on them wake."""
+    pairs a produce or a transaction marker wrote to, so the fetches waiting on them wake
+    (and with a deleted topic's, so that they answer its error at once)."""
 
     def __init__(
         self,

@@ -368,8 +368,12 @@ def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:
             if not ctx.allowed(request, AclOperation.DELETE, ResourceType.TOPIC, name):
                 results.append(_not_deleted(mod, name))
                 continue
+            partitions = ctx.manager.topics().get(name, 0)
             ctx.manager.delete_topic(name)
             logger.info("deleted topic %r", name)
+            # its parked fetches answer now, UNKNOWN_TOPIC_OR_PARTITION, not at their max wait
+            # (Kafka's ReplicaManager.completeDelayedOperationsWhenNotPartitionLeader)
+            ctx.on_append((name, p) for p in range(partitions))
         except KafkaLogError as err:
             code, message = error_code(err), str(err)
         results.append(
