@@ -9,6 +9,7 @@ keeps at most ``max.incremental.fetch.session.cache.slots`` sessions.
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,31 @@ def _session(session_id: int) -> Any:
     from kafkalog.server.fetch_sessions import FetchSession
 
     return FetchSession(session_id, {("t", 0): None})  # type: ignore[dict-item]
+
+
+def test_two_fetches_at_one_epoch_at_once_continue_the_session_once() -> None:
+    """A session's epoch is checked and moved on in one step (Kafka's FetchManager.newContext
+    under the cache's lock): of eight fetches sent at once at the same epoch, from eight
+    threads, one continues the session and seven are told INVALID_FETCH_SESSION_EPOCH."""
+    from kafkalog.protocol.wire import Request
+    from kafkalog.server.fetch_sessions import FetchSession, _CachedPartition
+
+    cache = FetchSessionCache(10)
+    spec = fetch_body(12, "t", 0, 0).topics[0].partitions[0]
+    cache._touch(FetchSession(7, {("t", 0): _CachedPartition(spec)}))
+    body = fetch_body(12, "t", 0, 0, session_id=7, session_epoch=1, partitions=[])
+    start = threading.Barrier(8)
+    contexts: list[Any] = []
+
+    def fetch(n: int) -> None:
+        start.wait()
+        contexts.append(cache.begin(Request(1, 12, n, "c", body)))
+
+    threads = [threading.Thread(target=fetch, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [c._error for c in contexts]
+    assert errors.count(None) == 1
+    assert errors.count(ErrorCode.invalid_fetch_session_epoch) == 7
