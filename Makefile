@@ -83,7 +83,7 @@ bench-scale: $(DEV) kafka-oracle
 	$(PY) -m bench scale --merge
 
 # librdkafka's own integration suite (built from Debian's source package into ~/.cache/kafkalog;
-# the tests: interop/librdkafka-tests.txt) against kafkalog serve, about 15 minutes;
+# the tests: interop/librdkafka-tests.txt) against kafkalog serve, about 23 minutes;
 # `make librdkafka-suite AGAINST=kafka` runs the same list against Apache Kafka 4.3.1
 librdkafka-suite: $(DEV) kafka-oracle
 	$(PY) tests/librdkafka_suite.py --against $(or $(AGAINST),kafkalog)

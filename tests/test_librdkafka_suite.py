@@ -2,7 +2,7 @@
 ``interop/librdkafka-tests.txt`` (those that pass against a single-node Apache Kafka 4.3.1)
 must pass, but those listed as known to fail on kafkalog, each with its reason. It is
 ``make librdkafka-suite`` run from the test suite, so CI judges the broker by a client's own
-tests (about 17 minutes of the run); ``make librdkafka-suite AGAINST=kafka`` shows the baseline.
+tests (about 23 minutes of the run); ``make librdkafka-suite AGAINST=kafka`` shows the baseline.
 """
 
 from __future__ import annotations
