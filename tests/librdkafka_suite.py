@@ -268,17 +268,17 @@ def main() -> int:
     broker = kafkalog_serve if on_kafkalog else apache_kafka
     started = time.monotonic()
     own = broker_settings()
-    batches: dict[str, list[str]] = {}  # a broker's extra settings -> the tests run against it
+    # a broker's extra settings -> the tests run against it
+    batches: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for number in tests:
-        extra = " ".join(f"{k}={v}" for k, v in own.get(number, {}).items())
-        batches.setdefault(extra, []).append(number)
+        batches.setdefault(tuple(sorted(own.get(number, {}).items())), []).append(number)
     results: dict[str, dict] = {}
     retried: dict[str, dict] = {}
     homes: dict[str, Path] = {}  # where each test's output is
     for i, (extra, batch) in enumerate(batches.items()):
         where = workdir / f"broker-{i}" if i else workdir  # the first batch at the top
         homes.update(dict.fromkeys(batch, where))
-        settings = {**BROKER_SETTINGS, **dict(p.split("=", 1) for p in extra.split())}
+        settings = {**BROKER_SETTINGS, **dict(extra)}
         with broker(where, settings) as bootstrap:
             got = run(tests_dir, bootstrap, batch, where)
             failed = [n for n in batch if _failed(got, n) and not (on_kafkalog and listed.get(n))]
