@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import Row, in_temp_dir
-from bench.serve import BROKER_JVM, PERF_JVM, Server, wait_listening
+from bench.serve import BROKER_JVM, Server, tool_command, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the oracle harness lives beside the tests
@@ -261,14 +261,14 @@ class JavaReader:
     GROUP = "scale-java"
 
     def __init__(self, server: ScaleServer, already: int, expected: int) -> None:
-        from kafka_oracle import KAFKA_VERSIONS, TOOL_LOG, classpath
+        from kafka_oracle import KAFKA_VERSIONS
 
         self.server = server
         self.out = server.out.with_name(server.out.name + ".consumer")
-        cmd = ["java", *PERF_JVM, *TOOL_LOG, "-cp", classpath(KAFKA_VERSIONS[-1]),
-               "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
-               server.bootstrap, "--include", "^scale-.*", "--group", self.GROUP, "--from-latest",
-               "--num-records", str(expected), "--timeout", "300000"]  # fmt: skip
+        cmd = tool_command(KAFKA_VERSIONS[-1], "org.apache.kafka.tools.ConsumerPerformance",
+                           "--bootstrap-server", server.bootstrap, "--include", "^scale-.*",
+                           "--group", self.GROUP, "--from-latest", "--num-records", str(expected),
+                           "--timeout", "300000")  # fmt: skip
         with self.out.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         self._until_at_the_end(already)

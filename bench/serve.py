@@ -133,10 +133,15 @@ def start_kafkalog(root: Path) -> Server:
     return Server("kafkalog serve", proc, port)
 
 
-def _tool(version: str, main: str, *args: str) -> str:
+def tool_command(version: str, main: str, *args: str) -> list[str]:
+    """Kafka ``version``'s tool ``main`` as its script starts it (the perf tools' JVM options)."""
     from kafka_oracle import TOOL_LOG, classpath
 
-    cmd = ["java", *PERF_JVM, *TOOL_LOG, "-cp", classpath(version), main, *args]
+    return ["java", *PERF_JVM, *TOOL_LOG, "-cp", classpath(version), main, *args]
+
+
+def _tool(version: str, main: str, *args: str) -> str:
+    cmd = tool_command(version, main, *args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{main} {args}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
