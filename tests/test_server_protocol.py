@@ -273,9 +273,8 @@ def test_metadata_does_not_create_when_disabled_or_not_allowed(tmp_path: Path) -
         assert manager.topics() == {}
 
 
-def _create(broker, version: int, name: str, partitions: int = 1, rf: int = -1, **configs: str):  # type: ignore[no-untyped-def]
-    mod = request_module(19, version)
-    topic = make(
+def _creatable(mod, name: str, partitions: int = 1, rf: int = -1, **configs: str):  # type: ignore[no-untyped-def]
+    return make(
         mod,
         "CreatableTopic",
         name=name,
@@ -286,6 +285,26 @@ def _create(broker, version: int, name: str, partitions: int = 1, rf: int = -1, 
             make(mod, "CreatableTopicConfig", name=k, value=v) for k, v in configs.items()
         ),
     )
+
+
+def _create_many(broker, version: int, topics: list[tuple[str, int]]):  # type: ignore[no-untyped-def]
+    mod = request_module(19, version)
+    body = make(
+        mod,
+        "CreateTopicsRequest",
+        topics=tuple(_creatable(mod, name, count) for name, count in topics),
+        timeout=1000 * MS,
+        validate_only=False,
+    )
+    request = as_request(19, version, body)
+    return decode_response(
+        19, version, encode_response(request, broker.handle(request)), header_v1=version >= 5
+    ).topics
+
+
+def _create(broker, version: int, name: str, partitions: int = 1, rf: int = -1, **configs: str):  # type: ignore[no-untyped-def]
+    mod = request_module(19, version)
+    topic = _creatable(mod, name, partitions, rf, **configs)
     body = make(mod, "CreateTopicsRequest", topics=(topic,), timeout=1000 * MS, validate_only=False)
     request = as_request(19, version, body)
     (result,) = decode_response(
@@ -310,6 +329,27 @@ def test_create_topics_answers_with_kafka_error_codes(tmp_path: Path) -> None:
         assert kraft.error_code == ErrorCode.invalid_request
         assert kraft.error_message == "Creation of internal topic __cluster_metadata is prohibited."
         assert manager.topics() == {"t": 2}
+
+
+def test_create_topics_answers_each_topic_of_a_batch_and_refuses_a_name_given_twice(
+    tmp_path: Path,
+) -> None:
+    broker, manager = broker_over(tmp_path)
+    with manager:
+        manager.create_topic("t", 1)
+        asked = [("a", 2), ("t", 1), ("dup", 1), ("b", 3), ("dup", 2), ("bad/name", 1), ("z", 0)]
+        results = {r.name: r for r in _create_many(broker, 7, asked)}
+        assert sorted(results) == ["a", "b", "bad/name", "dup", "t", "z"]
+        assert (results["a"].error_code, results["a"].num_partitions) == (ErrorCode.none, 2)
+        assert (results["b"].error_code, results["b"].num_partitions) == (ErrorCode.none, 3)
+        assert results["t"].error_code == ErrorCode.topic_already_exists
+        assert results["t"].error_message == "Topic 't' already exists."
+        assert results["dup"].error_code == ErrorCode.invalid_request  # as Kafka's ControllerApis
+        assert results["dup"].error_message == "Duplicate topic name."
+        assert results["bad/name"].error_code == ErrorCode.invalid_topic_exception
+        assert results["z"].error_code == ErrorCode.invalid_partitions
+        assert manager.topics() == {"a": 2, "b": 3, "t": 1}
+        assert results["a"].topic_id != results["b"].topic_id
 
 
 # --- produce ------------------------------------------------------------------------------------

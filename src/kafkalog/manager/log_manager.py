@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,7 +25,6 @@ from kafkalog.errors import (
     InvalidConfigError,
     KafkaLogError,
     KafkaStorageError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.config import LogConfig
@@ -39,9 +38,17 @@ from kafkalog.manager.scheduler import Scheduler
 from kafkalog.manager.server_config import ServerConfig, under_dynamic_broker_configs
 from kafkalog.manager.shutdown import close_logs
 from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
+from kafkalog.manager.topic_creation import (
+    MAX_PARTITIONS,
+    NewTopic,
+    check_new_topic,
+    new_topic,
+    place_partitions,
+    refuse_creating,
+    sync_new_partitions,
+)
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.partition_metadata import (
-    random_topic_id,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -49,12 +56,7 @@ from kafkalog.types import (
     INT32_MAX,
     TopicPartition,
     check_int,
-    uuid_bytes,
-    validate_new_topic_name,
 )
-
-# far above any real topic; a guard against a typo creating millions of directories
-MAX_PARTITIONS = 100_000
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -184,7 +186,8 @@ class LogManager(RunTimeConfigs):
         finished = intents_.finish_interrupted([d.path for d in self._dirs])
         for intent in finished:  # a crash's creation rolled back, or its deletion completed
             if intent.op != intents_.ADD_PARTITIONS:
-                self._topic_configs.pop(intent.topic, None)
+                for topic in intent.topics:
+                    self._topic_configs.pop(topic, None)
         if finished:
             self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
@@ -248,44 +251,52 @@ class LogManager(RunTimeConfigs):
 
         Each partition directory gets a ``partition.metadata`` naming the topic ID (KIP-516): a
         fresh random one, or ``topic_id`` (a Kafka Uuid string) to match a broker's metadata."""
-        validate_new_topic_name(topic)
-        if partitions is None:
-            partitions = self.num_partitions
-        if topic_id is None:
-            topic_id = random_topic_id()
-        else:
-            uuid_bytes(topic_id)
-        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
-            raise InvalidConfigError("partitions", f"must be an int >= 1, not {partitions!r}")
-        if partitions > MAX_PARTITIONS:
-            raise InvalidConfigError("partitions", f"at most {MAX_PARTITIONS}, not {partitions}")
-        if config is not None and not isinstance(config, Mapping):
-            raise InvalidConfigError("config", f"must be a mapping, not {type(config).__name__}")
-        overrides = {
-            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()
-        }
-        LogConfig.from_properties(overrides, defaults=self.default_config)  # fail before writing
+        count = self.num_partitions if partitions is None else partitions
+        new = new_topic(topic, count, config, topic_id, self.default_config)
+        created = self.create_topics([new])[topic]
+        if isinstance(created, KafkaLogError):
+            raise created
+        return created
+
+    def create_topics(self, topics: Sequence[NewTopic]) -> dict[str, list[Log] | KafkaLogError]:
+        """Create several topics as one (Kafka's CreateTopics): one intent, one write of the
+        topic configs and one round of fsyncs for them all. Each topic's logs, or why it was
+        refused (it exists; a partial manager lacks its partitions). A topic that could never
+        be created (``check_new_topic``) or a failure of the disk is raised, the second after
+        rolling every topic of the batch back."""
+        names = [new.name for new in topics]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"a topic is named twice in {names}")
+        for new in topics:
+            check_new_topic(new, self.default_config)
         with self._lock:
             self._check_open()
-            if any(
-                tp.topic == topic
-                for tp in [*self._logs, *self._unopened, *self._offline.partitions]
-            ):
-                raise TopicExistsError(f"topic {topic!r} already exists")
-            self._check_can_create(topic, partitions)
+            on_disk = [*self._logs, *self._unopened, *self._offline.partitions]
+            results, accepted = refuse_creating(topics, {tp.topic for tp in on_disk}, self._only)
+            if not accepted:
+                return results
             dirs = [d.path for d in self._dirs]
-            intents_.record(dirs, intents_.TopicIntent(intents_.CREATE, topic))
+            intent = intents_.TopicIntent(intents_.CREATE, tuple(new.name for new in accepted))
+            intents_.record(dirs, intent)
             created: list[Log] = []
             try:
-                self._topic_configs[topic] = overrides
+                self._topic_configs.update((new.name, dict(new.overrides)) for new in accepted)
                 self._write_topic_configs()
-                pending = self._create_logs(topic, range(partitions), topic_id, created)
+                wanted = [
+                    (TopicPartition(new.name, p), new.topic_id)
+                    for new in accepted
+                    for p in range(new.partitions)
+                ]
+                pending = self._create_logs(wanted, created)
             except BaseException:
-                self._undo_create(intents_.TopicIntent(intents_.CREATE, topic), created)
+                self._undo_create(intent, created)
                 raise
             self._logs = {**self._logs, **pending}
             intents_.clear(dirs)
-            return created
+            made: dict[str, list[Log]] = {}
+            for tp, (log, _) in pending.items():
+                made.setdefault(tp.topic, []).append(log)
+            return {new.name: made.get(new.name) or results[new.name] for new in topics}
 
     def create_partitions(self, topic: str, total: int) -> list[Log]:
         """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions); the new ones carry
@@ -305,11 +316,12 @@ class LogManager(RunTimeConfigs):
                 )
             topic_id = self.topic_id(topic)
             dirs = [d.path for d in self._dirs]
-            intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, topic, current)
+            intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, (topic,), current)
             intents_.record(dirs, intent)
             created: list[Log] = []
             try:
-                pending = self._create_logs(topic, range(current, total), topic_id, created)
+                wanted = [(TopicPartition(topic, p), topic_id) for p in range(current, total)]
+                pending = self._create_logs(wanted, created)
             except BaseException:
                 self._undo_create(intent, created)
                 raise
@@ -318,42 +330,39 @@ class LogManager(RunTimeConfigs):
             return created
 
     def _undo_create(self, intent: intents_.TopicIntent, created: list[Log]) -> None:
-        """A creation (of a topic, or of partitions) failed part-way (a full disk, no
+        """A creation (of topics, or of partitions) failed part-way (a full disk, no
         descriptors left): remove every trace of what it created."""
         self._logs = {tp: e for tp, e in self._logs.items() if e[0] not in created}
         for log in created:
             log.close_without_flush()
         if intent.op == intents_.CREATE:
-            self._topic_configs.pop(intent.topic, None)
+            for topic in intent.topics:
+                self._topic_configs.pop(topic, None)
         try:
             intents_.roll_back([d.path for d in self._dirs], intent)
             self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
         except KafkaLogError:
             logger.exception(
-                "could not undo the %s of %r; the next start will", intent.op, intent.topic
+                "could not undo the %s of %s; the next start will", intent.op, intent.topics
             )
 
     def _create_logs(
-        self, topic: str, numbers: range, topic_id: str | None, created: list[Log]
+        self, wanted: Sequence[tuple[TopicPartition, str | None]], created: list[Log]
     ) -> dict[TopicPartition, tuple[Log, LogDirectory]]:
-        """Open partitions ``numbers`` of ``topic``, each in the directory holding the fewest
-        (counted once and kept up to date: placing thousands is linear), each put in
-        ``created`` once made; the caller publishes the map whole, so no reader sees part."""
-        counts = {id(d): 0 for d in self._dirs}
-        for d in [*(d for _, d in self._logs.values()), *self._unopened.values()]:
-            if id(d) in counts:
-                counts[id(d)] += 1
+        """Open the ``wanted`` partitions (each with its topic ID), each put in ``created`` once
+        made, then sync them all together; the caller publishes the map whole, so no reader
+        sees part."""
+        holding = [*(d for _, d in self._logs.values()), *self._unopened.values()]
+        placed = place_partitions([tp for tp, _ in wanted], self._dirs, holding)
         pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
-        for p in numbers:
-            tp = TopicPartition(topic, p)
-            target = min(self._dirs, key=lambda d: counts[id(d)])  # the first on ties
-            counts[id(target)] += 1
+        for (tp, topic_id), target in zip(wanted, placed, strict=True):
             log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
             created.append(log)
             pending[tp] = (log, target)
             if topic_id is not None:
-                write_partition_metadata(log.directory, topic_id)
+                write_partition_metadata(log.directory, topic_id, sync=False)
+        sync_new_partitions([log.directory for log in created], [d.path for d in self._dirs])
         return pending
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
@@ -441,7 +450,7 @@ class LogManager(RunTimeConfigs):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             due = self._delete_due(topic)
             dirs = [d.path for d in self._dirs]
-            intents_.record(dirs, intents_.TopicIntent(intents_.DELETE, topic))
+            intents_.record(dirs, intents_.TopicIntent(intents_.DELETE, (topic,)))
             for tp in doomed:
                 log, owner = self._logs[tp]
                 self.cleaner.manager.abort_and_pause_cleaning(tp)
@@ -548,18 +557,6 @@ class LogManager(RunTimeConfigs):
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaLogError("the log manager is closed")
-
-    def _check_can_create(self, topic: str, partitions: int) -> None:
-        """A partial manager knows what is on disk, but must have opened every partition a
-        new topic gets: a partition it creates without opening would never be closed."""
-        if self._only is None:
-            return
-        for p in range(partitions):
-            if TopicPartition(topic, p) not in self._only:
-                raise KafkaLogError(
-                    f"cannot create topic {topic!r} with {partitions} partitions: this log "
-                    f"manager was asked to open some partitions only, and not {topic}-{p}"
-                )
 
     def _check_whole(self, action: str) -> None:
         if self._only is not None:

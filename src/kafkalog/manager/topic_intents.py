@@ -7,7 +7,9 @@ a topic with partitions missing. Kafka records the intent in its metadata log fi
 records it in a small file in each log directory (a file, which a broker's loader ignores)
 before it touches a partition, and removes it when done. On the next start a pending creation is
 rolled back (it was never acknowledged) and a pending deletion is completed; so are partitions
-being added to a topic (rolled back). Refuses: anything but whole topics and added partitions.
+being added to a topic (rolled back). One intent may name several topics: the topics of one
+CreateTopics request share it, and are created or rolled back together. Refuses: anything but
+whole topics and added partitions.
 """
 
 from __future__ import annotations
@@ -35,14 +37,19 @@ CREATE, DELETE, ADD_PARTITIONS = "create", "delete", "add-partitions"
 @dataclass(frozen=True, slots=True)
 class TopicIntent:
     op: str
-    topic: str
+    topics: tuple[str, ...]  # DELETE and ADD_PARTITIONS: one
     first_partition: int = 0  # ADD_PARTITIONS: the first new partition (rolled back from here)
 
 
 def record(log_dirs: Iterable[Path], intent: TopicIntent) -> None:
-    """Say, durably and in every log directory, what is about to be done to which topic."""
+    """Say, durably and in every log directory, what is about to be done to which topics."""
     data = json.dumps(
-        {"version": 0, "op": intent.op, "topic": intent.topic, "first": intent.first_partition}
+        {
+            "version": 1,
+            "op": intent.op,
+            "topics": list(intent.topics),
+            "first": intent.first_partition,
+        }
     ).encode()
     for d in log_dirs:
         write_atomically(d / INTENT_FILE, data)
@@ -58,16 +65,17 @@ def pending(log_dir: Path) -> TopicIntent | None:
     path = log_dir / INTENT_FILE
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
-        op, topic, first = data["op"], data["topic"], data.get("first", 0)
+        op, first = data["op"], data.get("first", 0)
+        topics = data["topics"] if "topics" in data else [data["topic"]]  # version 0: one
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CorruptCheckpointError(f"unreadable topic intent: {err}", file=str(path)) from err
-    if op not in (CREATE, DELETE, ADD_PARTITIONS) or not isinstance(topic, str):
+    if op not in (CREATE, DELETE, ADD_PARTITIONS) or not isinstance(topics, list) or not topics:
         raise CorruptCheckpointError(f"unknown topic intent {data!r}", file=str(path))
-    if not isinstance(first, int) or first < 0:
+    if not all(isinstance(t, str) for t in topics) or not isinstance(first, int) or first < 0:
         raise CorruptCheckpointError(f"unknown topic intent {data!r}", file=str(path))
-    return TopicIntent(op, topic, first)
+    return TopicIntent(op, tuple(topics), first)
 
 
 def mark_for_deletion(partition_dir: Path) -> Path:
@@ -95,7 +103,7 @@ def finish(log_dir: Path, intent: TopicIntent) -> list[Path]:
             tp = fn.parse_partition_dir_name(child.name)
         except ValueError:
             continue
-        if tp.topic == intent.topic and tp.partition >= intent.first_partition:
+        if tp.topic in intent.topics and tp.partition >= intent.first_partition:
             renamed.append(mark_for_deletion(child))
     return renamed
 
@@ -110,7 +118,9 @@ def finish_interrupted(log_dirs: list[Path]) -> list[TopicIntent]:
         assert intent is not None
         for d in log_dirs:
             finish(d, intent)
-        logger.warning("completed the interrupted %s of topic %r", intent.op, intent.topic)
+        logger.warning(
+            "completed the interrupted %s of %s", intent.op, ", ".join(map(repr, intent.topics))
+        )
         done.append(intent)
     return done
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,8 +30,8 @@ from kafkalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kafkalog.log.config import LogConfig
 from kafkalog.log.leader_epoch import epoch_changes
+from kafkalog.manager.topic_creation import NewTopic, new_topic
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.error_codes import error_code
 from kafkalog.protocol.metadata_response import MAX_CACHED_TOPICS
@@ -277,20 +278,35 @@ def _auto_create(ctx: BrokerContext, topic: str) -> ErrorCode:
 
 
 def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
+    """Every topic checked on its own; those that pass are created as one batch (one intent
+    and one round of fsyncs, as Kafka's controller writes one request's records together).
+    A name given twice is refused, once, as Kafka's ControllerApis refuses it."""
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.CREATE_TOPICS, version, True)
-    results = []
+    named = Counter(topic.name for topic in body.topics)
+    outcomes: dict[str, tuple[ErrorCode, str | None, int]] = {}
+    batch: list[NewTopic] = []
     for topic in body.topics:
-        if _may_create(ctx, request, topic.name):
-            code, message, partitions = _create_one(ctx, topic, validate_only=body.validate_only)
+        if named[topic.name] > 1:
+            outcomes[topic.name] = (ErrorCode.invalid_request, "Duplicate topic name.", -1)
+        elif not _may_create(ctx, request, topic.name):
+            outcomes[topic.name] = (ErrorCode.topic_authorization_failed, None, -1)
         else:
-            code, message, partitions = ErrorCode.topic_authorization_failed, None, -1
+            checked = _check_one(ctx, topic, validate_only=body.validate_only)
+            if isinstance(checked, NewTopic):
+                batch.append(checked)
+            else:
+                outcomes[topic.name] = checked
+    outcomes.update(_create_batch(ctx, batch))
+    results = []
+    for name in named:
+        code, message, partitions = outcomes[name]
         results.append(
             make(
                 mod,
                 "CreatableTopicResult",
-                name=topic.name,
-                topic_id=topic_uuid(ctx, topic.name)
+                name=name,
+                topic_id=topic_uuid(ctx, name)
                 if code is ErrorCode.none and not body.validate_only
                 else ZERO_UUID,
                 error_code=code,
@@ -299,18 +315,42 @@ def handle_create_topics(ctx: BrokerContext, request: Request) -> Any:
                 replication_factor=1 if code is ErrorCode.none else -1,
                 configs=None if code is not ErrorCode.none else (),
                 topic_config_error_code=ErrorCode.none
-                if ctx.allowed(
-                    request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name
-                )
+                if ctx.allowed(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)
                 else ErrorCode.topic_authorization_failed,
             )
         )
     return make(mod, "CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _create_one(
+def _create_batch(
+    ctx: BrokerContext, batch: list[NewTopic]
+) -> dict[str, tuple[ErrorCode, str | None, int]]:
+    if not batch:
+        return {}
+    try:
+        created = ctx.manager.create_topics(batch)
+    except KafkaLogError as err:  # the disk: the whole batch was rolled back
+        return {new.name: (error_code(err), str(err), -1) for new in batch}
+    outcomes: dict[str, tuple[ErrorCode, str | None, int]] = {}
+    for new in batch:
+        result = created[new.name]
+        if isinstance(result, TopicExistsError):  # created by another request meanwhile
+            outcomes[new.name] = (
+                ErrorCode.topic_already_exists,
+                f"Topic '{new.name}' already exists.",
+                -1,
+            )
+        elif isinstance(result, KafkaLogError):
+            outcomes[new.name] = (error_code(result), str(result), -1)
+        else:
+            outcomes[new.name] = (ErrorCode.none, None, new.partitions)
+    return outcomes
+
+
+def _check_one(
     ctx: BrokerContext, topic: Any, *, validate_only: bool
-) -> tuple[ErrorCode, str | None, int]:
+) -> tuple[ErrorCode, str | None, int] | NewTopic:
+    """The topic to create; or its answer, an error or (``validate_only``) a success."""
     name = topic.name
     if name == CLUSTER_METADATA_TOPIC:  # as Kafka's handleCreateTopicsRequest answers
         return ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited.", -1
@@ -336,19 +376,11 @@ def _create_one(
     if name in ctx.manager.topics():
         return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1
     try:
-        validate_new_topic_name(name)
-        if validate_only:
-            LogConfig.from_properties(
-                {k: v for k, v in configs.items() if v is not None},
-                defaults=ctx.manager.default_config,
-            )
-        else:
-            ctx.manager.create_topic(
-                name, count, {k: v for k, v in configs.items() if v is not None}
-            )
+        overrides = {k: v for k, v in configs.items() if v is not None}
+        checked = new_topic(name, count, overrides, None, ctx.manager.default_config)
     except KafkaLogError as err:
         return error_code(err), str(err), -1
-    return ErrorCode.none, None, count
+    return (ErrorCode.none, None, count) if validate_only else checked
 
 
 def handle_delete_topics(ctx: BrokerContext, request: Request) -> Any:

@@ -70,10 +70,11 @@ def read_partition_metadata(partition_dir: Path) -> PartitionMetadata | None:
     return parse_partition_metadata(text, str(path))
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
-    """Write the file atomically, byte for byte as Kafka's PartitionMetadataFile does."""
+def write_partition_metadata(partition_dir: Path, topic_id: str, *, sync: bool = True) -> None:
+    """Write the file atomically, byte for byte as Kafka's PartitionMetadataFile does;
+    ``sync=False`` leaves the fsyncs to the caller (a batch of new partitions syncs together)."""
     uuid_bytes(topic_id)
     if topic_id in RESERVED_UUIDS:
         raise InvalidArgumentError(f"topic ID {topic_id} is reserved by Kafka")
     text = f"version: {VERSION}\ntopic_id: {topic_id}"
-    write_atomically(Path(partition_dir) / PARTITION_METADATA, text.encode("ascii"))
+    write_atomically(Path(partition_dir) / PARTITION_METADATA, text.encode("ascii"), sync=sync)

@@ -1,0 +1,190 @@
+"""Creating many topics as one (the manager's side of CreateTopics): one intent, one write of the
+topic configs and one round of concurrent fsyncs for the whole batch; a crash or a full disk
+anywhere in it leaves none of its topics, and an acknowledged batch is all on disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkalog import KafkaStorageError, LogManager
+from kafkalog.errors import InvalidArgumentError, KafkaLogError, TopicExistsError
+from kafkalog.manager.topic_creation import NewTopic
+from kafkalog.manager.topic_intents import INTENT_FILE
+from kafkalog.storage.partition_metadata import random_topic_id, read_partition_metadata
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _live_partition_dirs(log_dir: Path) -> list[str]:
+    return sorted(
+        p.name for p in log_dir.iterdir() if p.is_dir() and not p.name.endswith("-delete")
+    )
+
+
+def test_a_batch_creates_each_topic_or_says_why_not(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 1)
+        ids = {"a": random_topic_id(), "b": random_topic_id()}
+        results = manager.create_topics(
+            [
+                NewTopic("a", 2, {"cleanup.policy": "compact"}, ids["a"]),
+                NewTopic("t", 1),
+                NewTopic("b", 3, topic_id=ids["b"]),
+            ]
+        )
+        assert list(results) == ["a", "t", "b"]
+        assert isinstance(results["t"], TopicExistsError)
+        for name, count in (("a", 2), ("b", 3)):
+            logs = results[name]
+            assert isinstance(logs, list)
+            assert [log.directory.name for log in logs] == [f"{name}-{p}" for p in range(count)]
+            for log in logs:
+                meta = read_partition_metadata(log.directory)
+                assert meta is not None and meta.topic_id == ids[name]
+        assert manager.topics() == {"a": 2, "b": 3, "t": 1}
+        assert manager.topic_overrides("a") == {"cleanup.policy": "compact"}
+        assert not (tmp_path / INTENT_FILE).exists()
+        with pytest.raises(InvalidArgumentError, match="named twice"):
+            manager.create_topics([NewTopic("c", 1), NewTopic("c", 2)])
+        with pytest.raises(InvalidArgumentError, match="reserved"):
+            manager.create_topics([NewTopic("c", 1, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")])
+        assert "c" not in manager.topics()
+    with LogManager(tmp_path) as again:
+        assert again.topics() == {"a": 2, "b": 3, "t": 1}
+
+
+def test_two_log_directories_share_a_batch_evenly(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    with LogManager(dirs) as manager:
+        manager.create_topics([NewTopic("a", 3), NewTopic("b", 3)])
+        counts = [len(_live_partition_dirs(d)) for d in dirs]
+        assert counts == [3, 3]
+        manager.create_topic("c", 1)
+        assert [len(_live_partition_dirs(d)) for d in dirs] == [4, 3]
+
+
+def _fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name descriptors")
+def test_a_batch_syncs_its_partitions_together_and_all_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller's own thread fsyncs a fixed handful of files whatever the batch's size (the
+    intent, the topic configs, the clear), and every new partition's files are still synced,
+    by the concurrent round, before the call returns."""
+    real = os.fsync
+    calls: list[tuple[bool, str]] = []
+    guard = threading.Lock()
+
+    def counting(fd: int) -> None:
+        with guard:
+            calls.append((threading.current_thread() is threading.main_thread(), _fd_path(fd)))
+        real(fd)
+
+    with LogManager(tmp_path) as manager:
+        monkeypatch.setattr(os, "fsync", counting)
+        manager.create_topics([NewTopic(f"t{i}", 10) for i in range(20)])
+        monkeypatch.undo()
+        on_caller = [path for own, path in calls if own]
+        synced = {path for _, path in calls}
+        assert len(on_caller) <= 6, on_caller
+        for i in range(20):
+            for p in range(10):
+                d = tmp_path / f"t{i}-{p}"
+                assert str(d) in synced and str(d / "partition.metadata") in synced
+        assert str(tmp_path) in synced
+
+
+_CRASH_IN_BATCH = """
+import os, sys
+from kafkalog import LogManager
+from kafkalog.manager import log_manager, topic_creation
+from kafkalog.manager.topic_creation import NewTopic
+where = sys.argv[2]
+if where == "opening":
+    original = log_manager.LogManager._open_log
+    def crash(self, path, tp, *rest):
+        if tp.topic == "b" and tp.partition == 1:
+            os._exit(9)
+        return original(self, path, tp, *rest)
+    log_manager.LogManager._open_log = crash
+else:
+    def crash(*args):
+        os._exit(9)
+    log_manager.sync_new_partitions = crash
+LogManager(sys.argv[1]).create_topics([NewTopic("a", 2), NewTopic("b", 2), NewTopic("c", 1)])
+"""
+
+
+@pytest.mark.parametrize("where", ["opening", "syncing"])
+def test_a_crash_inside_a_batch_leaves_none_of_its_topics(tmp_path: Path, where: str) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("kept", 1)
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASH_IN_BATCH, str(tmp_path), where],
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=60,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 9, done.stderr
+    assert (tmp_path / "a-0").is_dir()  # the crash left part of the batch behind
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {"kept": 1}
+        assert _live_partition_dirs(tmp_path) == ["kept-0"]
+        manager.create_topics([NewTopic("a", 2), NewTopic("b", 2)])
+        assert manager.topics() == {"a": 2, "b": 2, "kept": 1}
+
+
+def _failing_off_the_caller(real: Callable[[int], None]) -> Callable[[int], None]:
+    def fsync(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    return fsync
+
+
+def test_a_full_disk_while_syncing_a_batch_rolls_it_back_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("kept", 1)
+        with monkeypatch.context() as m:
+            m.setattr(os, "fsync", _failing_off_the_caller(os.fsync))
+            with pytest.raises(KafkaStorageError, match="No space left"):
+                manager.create_topics([NewTopic("a", 4), NewTopic("b", 4)])
+        assert manager.topics() == {"kept": 1}
+        assert _live_partition_dirs(tmp_path) == ["kept-0"]
+        assert not (tmp_path / INTENT_FILE).exists()
+        stored = json.loads((tmp_path / "kafkalog-topic-configs.json").read_text())
+        assert set(stored) <= {"kept"}
+        assert not list(tmp_path.rglob("*.tmp"))
+        manager.create_topics([NewTopic("a", 4)])  # the disk has room again
+        assert manager.topics() == {"a": 4, "kept": 1}
+
+
+def test_an_intent_naming_one_topic_as_before_batches_is_still_finished(tmp_path: Path) -> None:
+    """A directory left by a crash of an earlier kafkalog, whose intent names one topic."""
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("t", 2)
+    old: dict[str, Any] = {"version": 0, "op": "create", "topic": "t", "first": 0}
+    (tmp_path / INTENT_FILE).write_text(json.dumps(old))
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {}
+    (tmp_path / INTENT_FILE).write_text(json.dumps({"version": 1, "op": "create", "topics": []}))
+    with pytest.raises(KafkaLogError, match="unknown topic intent"):
+        LogManager(tmp_path)
