@@ -335,13 +335,13 @@ def _run_child(code: str, log_dir: Path) -> None:
     assert done.returncode == 9, done.stderr
 
 
-def test_a_crash_inside_create_topic_leaves_no_half_topic(tmp_path: Path) -> None:
+def test_a_crash_inside_create_topic_completes_the_topic(tmp_path: Path) -> None:
+    """Its intent was durable before any partition was made: the topic exists, whole."""
     _run_child(_CRASH_IN_CREATE, tmp_path)
-    assert (tmp_path / "t-0").is_dir()  # the crash left one of two partitions
+    assert not (tmp_path / "t-1").is_dir()  # the crash left one of two partitions
     with LogManager(tmp_path) as manager:
-        assert manager.topics() == {}
-        manager.create_topic("t", 2)
         assert manager.topics() == {"t": 2}
+        assert manager.get_log("t", 1).log_end_offset == 0
 
 
 def test_a_crash_inside_delete_topic_completes_the_deletion(tmp_path: Path) -> None:

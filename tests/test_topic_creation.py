@@ -1,6 +1,8 @@
-"""Creating many topics as one (the manager's side of CreateTopics): one intent, one write of the
-topic configs and one round of concurrent fsyncs for the whole batch; a crash or a full disk
-anywhere in it leaves none of its topics, and an acknowledged batch is all on disk.
+"""Creating many topics as one (the manager's side of CreateTopics): the batch's intent synced
+first, its partitions made unsynced, then settled (configs, one round of concurrent fsyncs, the
+intent cleared) by ``flush_new_topics``. A crash before the intent is durable leaves none of the
+batch; a crash after it, anywhere, completes every topic at the next start, as a topic in
+Kafka's metadata log exists while its broker has yet to make the partitions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kafkalog import KafkaStorageError, LogManager
+from kafkalog import KafkaStorageError, LogManager, ManualClock, Record
 from kafkalog.errors import InvalidArgumentError, KafkaLogError, TopicExistsError
 from kafkalog.manager.topic_creation import NewTopic
 from kafkalog.manager.topic_intents import INTENT_FILE
@@ -54,7 +56,11 @@ def test_a_batch_creates_each_topic_or_says_why_not(tmp_path: Path) -> None:
                 assert meta is not None and meta.topic_id == ids[name]
         assert manager.topics() == {"a": 2, "b": 3, "t": 1}
         assert manager.topic_overrides("a") == {"cleanup.policy": "compact"}
+        assert (tmp_path / INTENT_FILE).exists()  # until the batch is settled
+        manager.flush_new_topics()
         assert not (tmp_path / INTENT_FILE).exists()
+        stored = json.loads((tmp_path / "kafkalog-topic-configs.json").read_text())
+        assert stored["a"] == {"cleanup.policy": "compact"}
         with pytest.raises(InvalidArgumentError, match="named twice"):
             manager.create_topics([NewTopic("c", 1), NewTopic("c", 2)])
         with pytest.raises(InvalidArgumentError, match="reserved"):
@@ -97,6 +103,8 @@ def test_a_batch_syncs_its_partitions_together_and_all_of_them(
     with LogManager(tmp_path) as manager:
         monkeypatch.setattr(os, "fsync", counting)
         manager.create_topics([NewTopic(f"t{i}", 10) for i in range(20)])
+        assert len(calls) == 2, calls  # the intent and its directory entry: all the answer waits
+        manager.flush_new_topics()
         monkeypatch.undo()
         on_caller = [path for own, path in calls if own]
         synced = {path for _, path in calls}
@@ -111,42 +119,71 @@ def test_a_batch_syncs_its_partitions_together_and_all_of_them(
 _CRASH_IN_BATCH = """
 import os, sys
 from kafkalog import LogManager
-from kafkalog.manager import log_manager, topic_creation
+from kafkalog.manager import log_manager, topic_creator, topic_intents
 from kafkalog.manager.topic_creation import NewTopic
 where = sys.argv[2]
-if where == "opening":
+def crash(*args, **kwargs):
+    os._exit(9)
+if where == "recording":
+    topic_intents.write_atomically = crash
+elif where == "opening":
     original = log_manager.LogManager._open_log
-    def crash(self, path, tp, *rest):
+    def crash_at_b1(self, path, tp, *rest):
         if tp.topic == "b" and tp.partition == 1:
             os._exit(9)
         return original(self, path, tp, *rest)
-    log_manager.LogManager._open_log = crash
-else:
-    def crash(*args):
-        os._exit(9)
-    log_manager.sync_new_partitions = crash
-LogManager(sys.argv[1]).create_topics([NewTopic("a", 2), NewTopic("b", 2), NewTopic("c", 1)])
+    log_manager.LogManager._open_log = crash_at_b1
+elif where == "flushing":
+    topic_creator.sync_new_partitions = crash
+manager = LogManager(sys.argv[1])
+manager.create_topics(
+    [NewTopic("a", 2, {"cleanup.policy": "compact"}), NewTopic("b", 2), NewTopic("c", 1)]
+)
+if where == "answered":
+    os._exit(9)
+manager.flush_new_topics()
 """
 
 
-@pytest.mark.parametrize("where", ["opening", "syncing"])
-def test_a_crash_inside_a_batch_leaves_none_of_its_topics(tmp_path: Path, where: str) -> None:
+@pytest.mark.parametrize("where", ["opening", "answered", "flushing"])
+def test_a_crash_once_a_batch_is_recorded_completes_every_topic(tmp_path: Path, where: str) -> None:
     with LogManager(tmp_path) as manager:
         manager.create_topic("kept", 1)
+    _crash(tmp_path, where)
+    assert (tmp_path / INTENT_FILE).exists()
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {"a": 2, "b": 2, "c": 1, "kept": 1}
+        assert manager.topic_overrides("a") == {"cleanup.policy": "compact"}
+        ids = {manager.topic_id(t) for t in ("a", "b", "c", "kept")}
+        assert None not in ids and len(ids) == 4
+        for p in range(2):  # every partition carries its topic's ID, as recorded
+            meta = read_partition_metadata(tmp_path / f"b-{p}")
+            assert meta is not None and meta.topic_id == manager.topic_id("b")
+        assert not (tmp_path / INTENT_FILE).exists()
+        manager.get_log("b", 1).append([Record(b"v")])
+    with LogManager(tmp_path) as again:
+        assert again.topics() == {"a": 2, "b": 2, "c": 1, "kept": 1}
+        assert again.get_log("b", 1).log_end_offset == 1
+
+
+def test_a_crash_before_a_batch_is_recorded_leaves_none_of_it(tmp_path: Path) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("kept", 1)
+    _crash(tmp_path, "recording")
+    with LogManager(tmp_path) as manager:
+        assert manager.topics() == {"kept": 1}
+        assert _live_partition_dirs(tmp_path) == ["kept-0"]
+
+
+def _crash(log_dir: Path, where: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _CRASH_IN_BATCH, str(tmp_path), where],
+        [sys.executable, "-c", _CRASH_IN_BATCH, str(log_dir), where],
         env={**os.environ, "PYTHONPATH": SRC},
         timeout=60,
         capture_output=True,
         check=False,
     )
     assert done.returncode == 9, done.stderr
-    assert (tmp_path / "a-0").is_dir()  # the crash left part of the batch behind
-    with LogManager(tmp_path) as manager:
-        assert manager.topics() == {"kept": 1}
-        assert _live_partition_dirs(tmp_path) == ["kept-0"]
-        manager.create_topics([NewTopic("a", 2), NewTopic("b", 2)])
-        assert manager.topics() == {"a": 2, "b": 2, "kept": 1}
 
 
 def _failing_off_the_caller(real: Callable[[int], None]) -> Callable[[int], None]:
@@ -158,23 +195,59 @@ def _failing_off_the_caller(real: Callable[[int], None]) -> Callable[[int], None
     return fsync
 
 
-def test_a_full_disk_while_syncing_a_batch_rolls_it_back_whole(
+def test_a_full_disk_while_recording_a_batch_creates_none_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with LogManager(tmp_path) as manager:
         manager.create_topic("kept", 1)
+        manager.flush_new_topics()
         with monkeypatch.context() as m:
-            m.setattr(os, "fsync", _failing_off_the_caller(os.fsync))
+            m.setattr(os, "fsync", _failing_everywhere(os.fsync))
             with pytest.raises(KafkaStorageError, match="No space left"):
                 manager.create_topics([NewTopic("a", 4), NewTopic("b", 4)])
         assert manager.topics() == {"kept": 1}
         assert _live_partition_dirs(tmp_path) == ["kept-0"]
         assert not (tmp_path / INTENT_FILE).exists()
-        stored = json.loads((tmp_path / "kafkalog-topic-configs.json").read_text())
-        assert set(stored) <= {"kept"}
         assert not list(tmp_path.rglob("*.tmp"))
         manager.create_topics([NewTopic("a", 4)])  # the disk has room again
         assert manager.topics() == {"a": 4, "kept": 1}
+
+
+def test_a_full_disk_while_settling_a_batch_keeps_it_and_settles_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LogManager(tmp_path) as manager:
+        manager.create_topics([NewTopic("a", 4), NewTopic("b", 4)])
+        with monkeypatch.context() as m:
+            m.setattr(os, "fsync", _failing_off_the_caller(os.fsync))
+            with pytest.raises(KafkaStorageError, match="No space left"):
+                manager.flush_new_topics()
+            with pytest.raises(KafkaStorageError, match="No space left"):
+                manager.create_topics([NewTopic("c", 1)])  # settles the last batch first
+        assert manager.topics() == {"a": 4, "b": 4}
+        assert (tmp_path / INTENT_FILE).exists()
+        manager.flush_new_topics()  # the disk has room again
+        assert not (tmp_path / INTENT_FILE).exists()
+        manager.create_topics([NewTopic("c", 1)])
+    with LogManager(tmp_path) as again:
+        assert again.topics() == {"a": 4, "b": 4, "c": 1}
+
+
+def test_the_manager_settles_a_batch_by_itself_soon_after(tmp_path: Path) -> None:
+    clock = ManualClock(0)
+    with LogManager(tmp_path, clock=clock) as manager:
+        manager.create_topics([NewTopic("a", 2)])
+        assert (tmp_path / INTENT_FILE).exists()
+        clock.advance(100)
+        assert "flush-metadata-file" in manager.scheduler.tick()
+        assert not (tmp_path / INTENT_FILE).exists()
+
+
+def _failing_everywhere(real: Callable[[int], None]) -> Callable[[int], None]:
+    def fsync(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    return fsync
 
 
 def test_an_intent_naming_one_topic_as_before_batches_is_still_finished(tmp_path: Path) -> None:

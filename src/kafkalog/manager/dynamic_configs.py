@@ -13,19 +13,15 @@ no topic default.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkalog.errors import UnknownTopicOrPartitionError
 from kafkalog.log.config import LogConfig
-from kafkalog.log.log import Log
 from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
 from kafkalog.manager.kraft_configs import KRaftConfigs
-from kafkalog.manager.log_dir import LogDirectory
-from kafkalog.manager.offline_dirs import OfflineLogDirs
+from kafkalog.manager.manager_part import ManagerPart
 from kafkalog.manager.server_config import under_dynamic_broker_configs
-from kafkalog.types import TopicPartition
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -64,29 +60,16 @@ class DynamicConfigs:
         self._groups = groups
 
 
-class RunTimeConfigs:
+class RunTimeConfigs(ManagerPart):
     """The LogManager's config changes at run time: a topic's overrides (``kafka-configs
     --entity-type topics``), broker levels and groups; each persisted, then in force on the
     open logs. A part of LogManager, apart for size: it uses the manager's lock, logs and
     directories."""
 
-    _lock: threading.RLock
-    _logs: dict[TopicPartition, tuple[Log, LogDirectory]]
-    _unopened: dict[TopicPartition, LogDirectory]
-    _offline: OfflineLogDirs
-    _dirs: list[LogDirectory]
-    _topic_configs: dict[str, dict[str, str]]
     _dynamic: DynamicConfigs
     _own_level: str  # this node's id: its broker level
     _static_default_config: LogConfig
-    default_config: LogConfig
     dynamic_broker_configs: tuple[Mapping[str, str], Mapping[str, str]]
-
-    if TYPE_CHECKING:  # LogManager's own
-
-        def _check_open(self) -> None: ...
-
-        def _write_topic_configs(self) -> None: ...
 
     def topic_overrides(self, topic: str) -> dict[str, str]:
         """The topic's persisted config overrides (Kafka property names)."""

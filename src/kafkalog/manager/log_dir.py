@@ -110,24 +110,11 @@ class LogDirectory:
 
     def partition_dirs(self) -> list[Path]:
         """The directories to load: all but a KRaft node's metadata log (in any form)."""
-        return sorted(p for p in self.path.iterdir() if p.is_dir() and not is_metadata_log(p))
+        return partition_dirs(self.path)
 
     def partitions(self) -> tuple[list[PartitionDir], list[PartitionDir]]:
-        """(the partitions to open, those a deletion left marked ``-delete``). Neither holds
-        what is not a partition (remote-log-index-cache ...) nor a ``-future`` or ``-stray``
-        directory, which Kafka leaves for replica movement and for the operator."""
-        live: list[PartitionDir] = []
-        deleted: list[PartitionDir] = []
-        for path in self.partition_dirs():
-            try:
-                tp = fn.parse_partition_dir_name(path.name)
-            except InvalidTopicError:
-                continue
-            if path.name.endswith(fn.DELETE_DIR_SUFFIX):
-                deleted.append((tp, path))
-            elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
-                live.append((tp, path))
-        return live, deleted
+        """(the partitions to open, those a deletion left marked ``-delete``): ``partitions``."""
+        return partitions(self.path)
 
     def write_topic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         text = json.dumps({t: dict(c) for t, c in sorted(configs.items())}, indent=1)
@@ -144,6 +131,29 @@ class LogDirectory:
 
     def release(self) -> None:
         self._lock.release()
+
+
+def partition_dirs(log_dir: Path) -> list[Path]:
+    """The directories of ``log_dir`` to load: all but a KRaft node's metadata log."""
+    return sorted(p for p in log_dir.iterdir() if p.is_dir() and not is_metadata_log(p))
+
+
+def partitions(log_dir: Path) -> tuple[list[PartitionDir], list[PartitionDir]]:
+    """(the partitions of ``log_dir`` to open, those a deletion left marked ``-delete``).
+    Neither holds what is not a partition (remote-log-index-cache ...) nor a ``-future`` or
+    ``-stray`` directory, which Kafka leaves for replica movement and for the operator."""
+    live: list[PartitionDir] = []
+    deleted: list[PartitionDir] = []
+    for path in partition_dirs(log_dir):
+        try:
+            tp = fn.parse_partition_dir_name(path.name)
+        except InvalidTopicError:
+            continue
+        if path.name.endswith(fn.DELETE_DIR_SUFFIX):
+            deleted.append((tp, path))
+        elif not path.name.endswith((fn.FUTURE_DIR_SUFFIX, fn.STRAY_DIR_SUFFIX)):
+            live.append((tp, path))
+    return live, deleted
 
 
 def _broker_epoch(marker: Path) -> int:

@@ -13,15 +13,13 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from kafkalog.cleaner.manager import CleaningResult, LogCleaner
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import (
-    InvalidArgumentError,
     InvalidConfigError,
     KafkaLogError,
     KafkaStorageError,
@@ -40,17 +38,11 @@ from kafkalog.manager.shutdown import close_logs
 from kafkalog.manager.tasks import ManagerTasks, schedule_tasks
 from kafkalog.manager.topic_creation import (
     MAX_PARTITIONS,
-    NewTopic,
-    check_new_topic,
-    new_topic,
-    place_partitions,
-    refuse_creating,
-    sync_new_partitions,
+    roll_forward,
 )
-from kafkalog.storage import filenames as fn
+from kafkalog.manager.topic_creator import TopicCreator
 from kafkalog.storage.partition_metadata import (
     read_partition_metadata,
-    write_partition_metadata,
 )
 from kafkalog.types import (
     INT32_MAX,
@@ -61,7 +53,7 @@ from kafkalog.types import (
 logger = logging.getLogger("kafkalog.manager")
 
 
-class LogManager(RunTimeConfigs):
+class LogManager(RunTimeConfigs, TopicCreator):
     """Owns the logs of its directories. Thread-safe: the map and directory files are guarded by
     one lock; each Log guards itself."""
 
@@ -119,6 +111,7 @@ class LogManager(RunTimeConfigs):
         self._close_lock = threading.Lock()
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._pending_deletes: list[tuple[int, Path]] = []
+        self._unflushed: list[Path] = []  # the last created topics' partitions, not yet synced
         self._unopened: dict[TopicPartition, LogDirectory] = {}  # a partial load's others
         self._offline = OfflineLogDirs()  # directories the disk failed while loading
         # derived views, rebuilt when the map they came from is replaced (Metadata, OffsetCommit
@@ -184,8 +177,11 @@ class LogManager(RunTimeConfigs):
             self.default_config, *stored.broker_layers
         )
         finished = intents_.finish_interrupted([d.path for d in self._dirs])
-        for intent in finished:  # a crash's creation rolled back, or its deletion completed
-            if intent.op != intents_.ADD_PARTITIONS:
+        for intent in finished:  # a crash's creation completed or rolled back, its deletion done
+            if intent.op == intents_.CREATED:
+                roll_forward(intent.new_topics, [d.path for d in self._dirs])
+                self._topic_configs.update((t.name, dict(t.overrides)) for t in intent.new_topics)
+            elif intent.op != intents_.ADD_PARTITIONS:
                 for topic in intent.topics:
                     self._topic_configs.pop(topic, None)
         if finished:
@@ -233,137 +229,11 @@ class LogManager(RunTimeConfigs):
             transaction_timeouts=self.run_transaction_timeouts,
             cleaner_tick=self._cleaner_tick,
             producer_expiration=self.run_producer_expiration,
+            flush_new_topics=self.flush_new_topics,
         )
         schedule_tasks(self.scheduler, self.config, tasks)
 
     # --- topics and partitions ----------------------------------------------------------------
-
-    def create_topic(
-        self,
-        topic: str,
-        partitions: int | None = None,
-        config: Mapping[str, Any] | None = None,
-        *,
-        topic_id: str | None = None,
-    ) -> list[Log]:
-        """Create ``partitions`` partition logs (``num.partitions`` if None); overrides are
-        validated and persisted.
-
-        Each partition directory gets a ``partition.metadata`` naming the topic ID (KIP-516): a
-        fresh random one, or ``topic_id`` (a Kafka Uuid string) to match a broker's metadata."""
-        count = self.num_partitions if partitions is None else partitions
-        new = new_topic(topic, count, config, topic_id, self.default_config)
-        created = self.create_topics([new])[topic]
-        if isinstance(created, KafkaLogError):
-            raise created
-        return created
-
-    def create_topics(self, topics: Sequence[NewTopic]) -> dict[str, list[Log] | KafkaLogError]:
-        """Create several topics as one (Kafka's CreateTopics): one intent, one write of the
-        topic configs and one round of fsyncs for them all. Each topic's logs, or why it was
-        refused (it exists; a partial manager lacks its partitions). A topic that could never
-        be created (``check_new_topic``) or a failure of the disk is raised, the second after
-        rolling every topic of the batch back."""
-        names = [new.name for new in topics]
-        if len(set(names)) != len(names):
-            raise InvalidArgumentError(f"a topic is named twice in {names}")
-        for new in topics:
-            check_new_topic(new, self.default_config)
-        with self._lock:
-            self._check_open()
-            on_disk = [*self._logs, *self._unopened, *self._offline.partitions]
-            results, accepted = refuse_creating(topics, {tp.topic for tp in on_disk}, self._only)
-            if not accepted:
-                return results
-            dirs = [d.path for d in self._dirs]
-            intent = intents_.TopicIntent(intents_.CREATE, tuple(new.name for new in accepted))
-            intents_.record(dirs, intent)
-            created: list[Log] = []
-            try:
-                self._topic_configs.update((new.name, dict(new.overrides)) for new in accepted)
-                self._write_topic_configs()
-                wanted = [
-                    (TopicPartition(new.name, p), new.topic_id)
-                    for new in accepted
-                    for p in range(new.partitions)
-                ]
-                pending = self._create_logs(wanted, created)
-            except BaseException:
-                self._undo_create(intent, created)
-                raise
-            self._logs = {**self._logs, **pending}
-            intents_.clear(dirs)
-            made: dict[str, list[Log]] = {}
-            for tp, (log, _) in pending.items():
-                made.setdefault(tp.topic, []).append(log)
-            return {new.name: made.get(new.name) or results[new.name] for new in topics}
-
-    def create_partitions(self, topic: str, total: int) -> list[Log]:
-        """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions); the new ones carry
-        the topic's ID. All of them or none, across a crash; a topic never shrinks."""
-        check_int("total partitions", total, 1, MAX_PARTITIONS)
-        with self._lock:
-            self._check_open()
-            self._check_whole(f"add partitions to topic {topic!r}")
-            self._offline.check_topic(topic)
-            current = sum(1 for tp in self._logs if tp.topic == topic)
-            if current == 0:
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-            if total <= current:
-                raise InvalidArgumentError(
-                    f"Topic currently has {current} partitions, which is higher than or equal "
-                    f"to the requested {total}."
-                )
-            topic_id = self.topic_id(topic)
-            dirs = [d.path for d in self._dirs]
-            intent = intents_.TopicIntent(intents_.ADD_PARTITIONS, (topic,), current)
-            intents_.record(dirs, intent)
-            created: list[Log] = []
-            try:
-                wanted = [(TopicPartition(topic, p), topic_id) for p in range(current, total)]
-                pending = self._create_logs(wanted, created)
-            except BaseException:
-                self._undo_create(intent, created)
-                raise
-            self._logs = {**self._logs, **pending}
-            intents_.clear(dirs)
-            return created
-
-    def _undo_create(self, intent: intents_.TopicIntent, created: list[Log]) -> None:
-        """A creation (of topics, or of partitions) failed part-way (a full disk, no
-        descriptors left): remove every trace of what it created."""
-        self._logs = {tp: e for tp, e in self._logs.items() if e[0] not in created}
-        for log in created:
-            log.close_without_flush()
-        if intent.op == intents_.CREATE:
-            for topic in intent.topics:
-                self._topic_configs.pop(topic, None)
-        try:
-            intents_.roll_back([d.path for d in self._dirs], intent)
-            self._write_topic_configs()
-            intents_.clear(d.path for d in self._dirs)
-        except KafkaLogError:
-            logger.exception(
-                "could not undo the %s of %s; the next start will", intent.op, intent.topics
-            )
-
-    def _create_logs(
-        self, wanted: Sequence[tuple[TopicPartition, str | None]], created: list[Log]
-    ) -> dict[TopicPartition, tuple[Log, LogDirectory]]:
-        """Open the ``wanted`` partitions (each with its topic ID), each put in ``created`` once
-        made, then sync them all together; the caller publishes the map whole, so no reader
-        sees part."""
-        holding = [*(d for _, d in self._logs.values()), *self._unopened.values()]
-        placed = place_partitions([tp for tp, _ in wanted], self._dirs, holding)
-        pending: dict[TopicPartition, tuple[Log, LogDirectory]] = {}
-        for (tp, topic_id), target in zip(wanted, placed, strict=True):
-            log = self._open_log(target.path / fn.partition_dir_name(tp), tp, 0, 0, True)
-            created.append(log)
-            pending[tp] = (log, target)
-            if topic_id is not None:
-                write_partition_metadata(log.directory, topic_id, sync=False)
-        sync_new_partitions([log.directory for log in created], [d.path for d in self._dirs])
-        return pending
 
     def _entry(self, topic: str, partition: int) -> tuple[Log, LogDirectory]:
         if not isinstance(topic, str):
@@ -449,6 +319,7 @@ class LogManager(RunTimeConfigs):
             if not doomed:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             due = self._delete_due(topic)
+            self._flush_new_topics()
             dirs = [d.path for d in self._dirs]
             intents_.record(dirs, intents_.TopicIntent(intents_.DELETE, (topic,)))
             for tp in doomed:
@@ -573,6 +444,10 @@ class LogManager(RunTimeConfigs):
             self.scheduler.shutdown()
             self.cleaner.shutdown()
             with self._lock:
+                try:
+                    self._flush_new_topics()
+                except KafkaLogError:  # the intent stays: the next start completes the creation
+                    logger.exception("could not settle the topics created last")
                 self._close_logs()
 
     def _close_logs(self) -> None:

@@ -24,6 +24,7 @@ class ManagerTasks:
     transaction_timeouts: Callable[[], object]
     cleaner_tick: Callable[[], object]
     producer_expiration: Callable[[], object]
+    flush_new_topics: Callable[[], object]
 
 
 def schedule_tasks(scheduler: Scheduler, c: ManagerConfig, tasks: ManagerTasks) -> None:
@@ -49,6 +50,9 @@ def schedule_tasks(scheduler: Scheduler, c: ManagerConfig, tasks: ManagerTasks) 
         ),
     ):
         scheduler.schedule(name, action, period_ms=period, delay_ms=delay)
+    # a batch of new topics settled soon after CreateTopics answered, from the start on
+    # (Kafka's broker flushes each new partition.metadata from a task scheduled at once)
+    scheduler.schedule("flush-metadata-file", tasks.flush_new_topics, period_ms=100, delay_ms=0)
     if c.cleaner.enable:
         # on a ticking clock the scheduler drives the cleaner; ``start`` gives it threads
         scheduler.schedule(

@@ -1,12 +1,14 @@
-"""A topic checked before it is created, and the fsyncs of a batch of new partitions.
+"""A topic checked before it is created, and the durability of a batch of new partitions.
 
 Why: CreateTopics names up to thousands of partitions in one request. Kafka's controller writes
-the whole request to its metadata log as one batch; creating the topics here one at a time, each
-file synced on its own, cost some twenty fsyncs one after another per ten-partition topic. A
-batch shares one intent record and one write of the topic configs, writes every partition's
-files unsynced, then syncs them all at once (concurrent fsyncs share journal commits) before the
-intent is cleared: until then a crash rolls the whole batch back, so no synced file is needed
-earlier. Refuses: placing partitions and holding the topic map (the manager does both).
+the request's topics to its metadata log as one batch, answers, and its broker makes the
+partitions afterwards, flushing each ``partition.metadata`` in the background. Here the batch's
+intent record (every topic's name, partition count, ID and configs) is the durable part, synced
+before anything else is touched; the partitions are then made unsynced and the request
+answered. Settling the batch later (the topic configs file, every new file and directory
+fsynced together, then the intent cleared) is a background task's, or the next topic change's;
+a crash before it completes the creation from the intent at the next start. Refuses: holding
+the topic map (the manager's), and a creation half-done after a start.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from kafkalog.errors import (
     TopicExistsError,
 )
 from kafkalog.log.config import LogConfig
+from kafkalog.manager.log_dir import partitions
+from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import fsync_together
+from kafkalog.storage.faults import storage_call
 from kafkalog.storage.filenames import PARTITION_METADATA
-from kafkalog.storage.partition_metadata import random_topic_id
+from kafkalog.storage.partition_metadata import random_topic_id, write_partition_metadata
 from kafkalog.types import RESERVED_UUIDS, TopicPartition, uuid_bytes, validate_new_topic_name
 
 # far above any real topic; a guard against a typo creating millions of directories
@@ -131,3 +136,27 @@ def sync_new_partitions(partition_dirs: Iterable[Path], log_dirs: Iterable[Path]
             paths.append(d / PARTITION_METADATA)
         paths.append(d)
     fsync_together([*paths, *log_dirs])
+
+
+def roll_forward(topics: Sequence[NewTopic], log_dirs: Sequence[Path]) -> None:
+    """Complete a creation whose intent was durable, before the logs are loaded: every partition
+    of ``topics`` gets its directory (placed as a new one would be, if the crash came before it
+    was made) and its ``partition.metadata`` (rewritten: the crash may have left it empty), all
+    synced. The loader gives an empty directory its first segment."""
+    wanted = {
+        TopicPartition(new.name, p): new.topic_id for new in topics for p in range(new.partitions)
+    }
+    found: dict[TopicPartition, Path] = {}
+    holding: list[Path] = []
+    for d in log_dirs:
+        for tp, child in partitions(d)[0]:
+            holding.append(d)
+            if tp in wanted:
+                found[tp] = child
+    missing = [tp for tp in wanted if tp not in found]
+    for tp, d in zip(missing, place_partitions(missing, log_dirs, holding), strict=True):
+        found[tp] = d / fn.partition_dir_name(tp)
+        storage_call(found[tp].mkdir, what=f"creating {found[tp]}")
+    for tp, partition_dir in found.items():
+        write_partition_metadata(partition_dir, wanted[tp], sync=False)
+    sync_new_partitions(list(found.values()), log_dirs)
