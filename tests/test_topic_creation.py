@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -43,7 +44,8 @@ def test_a_batch_creates_each_topic_or_says_why_not(tmp_path: Path) -> None:
                 NewTopic("a", 2, {"cleanup.policy": "compact"}, ids["a"]),
                 NewTopic("t", 1),
                 NewTopic("b", 3, topic_id=ids["b"]),
-            ]
+            ],
+            settle=False,
         )
         assert list(results) == ["a", "t", "b"]
         assert isinstance(results["t"], TopicExistsError)
@@ -102,7 +104,7 @@ def test_a_batch_syncs_its_partitions_together_and_all_of_them(
 
     with LogManager(tmp_path) as manager:
         monkeypatch.setattr(os, "fsync", counting)
-        manager.create_topics([NewTopic(f"t{i}", 10) for i in range(20)])
+        manager.create_topics([NewTopic(f"t{i}", 10) for i in range(20)], settle=False)
         assert len(calls) == 2, calls  # the intent and its directory entry: all the answer waits
         manager.flush_new_topics()
         monkeypatch.undo()
@@ -137,7 +139,8 @@ elif where == "flushing":
     topic_creator.sync_new_partitions = crash
 manager = LogManager(sys.argv[1])
 manager.create_topics(
-    [NewTopic("a", 2, {"cleanup.policy": "compact"}), NewTopic("b", 2), NewTopic("c", 1)]
+    [NewTopic("a", 2, {"cleanup.policy": "compact"}), NewTopic("b", 2), NewTopic("c", 1)],
+    settle=False,
 )
 if where == "answered":
     os._exit(9)
@@ -217,7 +220,7 @@ def test_a_full_disk_while_settling_a_batch_keeps_it_and_settles_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with LogManager(tmp_path) as manager:
-        manager.create_topics([NewTopic("a", 4), NewTopic("b", 4)])
+        manager.create_topics([NewTopic("a", 4), NewTopic("b", 4)], settle=False)
         with monkeypatch.context() as m:
             m.setattr(os, "fsync", _failing_off_the_caller(os.fsync))
             with pytest.raises(KafkaStorageError, match="No space left"):
@@ -236,11 +239,48 @@ def test_a_full_disk_while_settling_a_batch_keeps_it_and_settles_later(
 def test_the_manager_settles_a_batch_by_itself_soon_after(tmp_path: Path) -> None:
     clock = ManualClock(0)
     with LogManager(tmp_path, clock=clock) as manager:
-        manager.create_topics([NewTopic("a", 2)])
+        manager.create_topics([NewTopic("a", 2)], settle=False)
         assert (tmp_path / INTENT_FILE).exists()
         clock.advance(100)
         assert "flush-metadata-file" in manager.scheduler.tick()
         assert not (tmp_path / INTENT_FILE).exists()
+
+
+def test_a_library_caller_gets_its_batch_settled_or_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``create_topics`` settles by default: nothing drives a library's manager's tasks."""
+    with LogManager(tmp_path) as manager:
+        manager.create_topics([NewTopic("a", 2)])
+        assert not (tmp_path / INTENT_FILE).exists()
+        with monkeypatch.context() as m:
+            m.setattr(os, "fsync", _failing_off_the_caller(os.fsync))
+            with pytest.raises(KafkaStorageError, match="No space left"):
+                manager.create_topics([NewTopic("b", 3)])
+        assert manager.topics() == {"a": 2}
+        assert _live_partition_dirs(tmp_path) == ["a-0", "a-1"]
+        assert not (tmp_path / INTENT_FILE).exists()
+    with LogManager(tmp_path) as again:
+        assert again.topics() == {"a": 2}
+
+
+def test_a_start_completing_a_batch_rewrites_only_what_the_crash_broke(tmp_path: Path) -> None:
+    """A partition.metadata that reads back right is left alone (on a full disk a rewrite
+    would fail); an empty one, as a crash leaves an unsynced file, is written again."""
+    live, crashed = tmp_path / "live", tmp_path / "crashed"
+    with LogManager(live) as manager:
+        manager.create_topics([NewTopic("a", 2, {"retention.ms": "1000"})], settle=False)
+        topic_id = manager.topic_id("a")
+        shutil.copytree(live, crashed, ignore=shutil.ignore_patterns(".lock"))  # as a kill -9
+    (crashed / "a-1" / "partition.metadata").write_bytes(b"")
+    kept = crashed / "a-0" / "partition.metadata"
+    before = kept.stat().st_mtime_ns, kept.stat().st_ino
+    with LogManager(crashed) as manager:
+        assert manager.topics() == {"a": 2}
+        assert manager.topic_overrides("a") == {"retention.ms": "1000"}
+        meta = read_partition_metadata(crashed / "a-1")
+        assert meta is not None and meta.topic_id == topic_id
+    assert (kept.stat().st_mtime_ns, kept.stat().st_ino) == before
 
 
 def _failing_everywhere(real: Callable[[int], None]) -> Callable[[int], None]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kafkalog.errors import (
+    CorruptCheckpointError,
     InvalidArgumentError,
     InvalidConfigError,
     KafkaLogError,
@@ -30,7 +31,11 @@ from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import fsync_together
 from kafkalog.storage.faults import storage_call
 from kafkalog.storage.filenames import PARTITION_METADATA
-from kafkalog.storage.partition_metadata import random_topic_id, write_partition_metadata
+from kafkalog.storage.partition_metadata import (
+    random_topic_id,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from kafkalog.types import RESERVED_UUIDS, TopicPartition, uuid_bytes, validate_new_topic_name
 
 # far above any real topic; a guard against a typo creating millions of directories
@@ -158,5 +163,10 @@ def roll_forward(topics: Sequence[NewTopic], log_dirs: Sequence[Path]) -> None:
         found[tp] = d / fn.partition_dir_name(tp)
         storage_call(found[tp].mkdir, what=f"creating {found[tp]}")
     for tp, partition_dir in found.items():
-        write_partition_metadata(partition_dir, wanted[tp], sync=False)
+        try:
+            meta = read_partition_metadata(partition_dir)
+        except CorruptCheckpointError:  # the crash left it empty or torn
+            meta = None
+        if meta is None or meta.topic_id != wanted[tp]:  # a full disk refuses only what it must
+            write_partition_metadata(partition_dir, wanted[tp], sync=False)
     sync_new_partitions(list(found.values()), log_dirs)

@@ -76,16 +76,19 @@ class TopicCreator(ManagerPart):
             raise created
         return created
 
-    def create_topics(self, topics: Sequence[NewTopic]) -> dict[str, list[Log] | KafkaLogError]:
+    def create_topics(
+        self, topics: Sequence[NewTopic], *, settle: bool = True
+    ) -> dict[str, list[Log] | KafkaLogError]:
         """Create several topics as one (Kafka's CreateTopics): one intent, one write of the
         topic configs and one round of fsyncs for them all. Each topic's logs, or why it was
         refused (it exists; a partial manager lacks its partitions). A topic that could never
         be created (``check_new_topic``) or a failure of the disk is raised, the second after
         rolling every topic of the batch back.
 
-        Durable on return as a topic in Kafka's metadata log is: the intent naming the batch is
-        synced, and a crash before ``flush_new_topics`` (a task, due at once) completes the
-        creation at the next start."""
+        ``settle=False`` (the broker's CreateTopics) returns once the intent naming the batch is
+        synced and its partitions are made, as Kafka's controller answers once its metadata log
+        has the topics: the batch is settled by ``flush_new_topics`` (a task due every 100 ms,
+        and the next topic change), and a crash before that completes it at the next start."""
         names = [new.name for new in topics]
         if len(set(names)) != len(names):
             raise InvalidArgumentError(f"a topic is named twice in {names}")
@@ -114,6 +117,13 @@ class TopicCreator(ManagerPart):
                 raise
             self._logs = {**self._logs, **pending}
             self._unflushed = [log.directory for log in created]
+            if settle:
+                try:
+                    self._flush_new_topics()
+                except BaseException:
+                    self._undo_create(intent, created)
+                    self._unflushed = []
+                    raise
             made: dict[str, list[Log]] = {}
             for tp, (log, _) in pending.items():
                 made.setdefault(tp.topic, []).append(log)
@@ -164,9 +174,10 @@ class TopicCreator(ManagerPart):
             intents_.roll_back([d.path for d in self._dirs], intent)
             self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
-        except KafkaLogError:
+        except KafkaLogError:  # as a CreateTopics that timed out: the topics may yet exist
+            then = "completes it" if intent.op == intents_.CREATED else "undoes it"
             logger.exception(
-                "could not undo the %s of %s; the next start will", intent.op, intent.topics
+                "could not undo the %s of %s; the next start %s", intent.op, intent.topics, then
             )
 
     def _create_logs(

@@ -328,7 +328,7 @@ def _create_batch(
     if not batch:
         return {}
     try:
-        created = ctx.manager.create_topics(batch)
+        created = ctx.manager.create_topics(batch, settle=False)  # as Kafka's controller
     except KafkaLogError as err:  # the disk: the whole batch was rolled back
         return {new.name: (error_code(err), str(err), -1) for new in batch}
     outcomes: dict[str, tuple[ErrorCode, str | None, int]] = {}
