@@ -10,6 +10,7 @@ down cleanly. Refuses: cleaning itself (``kafkalog.cleaner``) and replica moveme
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -231,7 +232,7 @@ class LogManager(RunTimeConfigs, TopicCreator):
             transaction_timeouts=self.run_transaction_timeouts,
             cleaner_tick=self._cleaner_tick,
             producer_expiration=self.run_producer_expiration,
-            flush_new_topics=self.flush_new_topics,
+            flush_new_topics=functools.partial(self.flush_new_topics, threads=1),
         )
         schedule_tasks(self.scheduler, self.config, tasks)
 

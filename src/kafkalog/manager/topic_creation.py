@@ -131,7 +131,9 @@ def place_partitions(
     return placed
 
 
-def sync_new_partitions(partition_dirs: Iterable[Path], log_dirs: Iterable[Path]) -> None:
+def sync_new_partitions(
+    partition_dirs: Iterable[Path], log_dirs: Iterable[Path], *, threads: int = 16
+) -> None:
     """Make new partition directories durable: each ``partition.metadata`` (written unsynced),
     each directory's entries (the segment files, the metadata's rename), and each log
     directory's entries (the partition directories), all fsynced together."""
@@ -140,7 +142,7 @@ def sync_new_partitions(partition_dirs: Iterable[Path], log_dirs: Iterable[Path]
         if (d / PARTITION_METADATA).exists():
             paths.append(d / PARTITION_METADATA)
         paths.append(d)
-    fsync_together([*paths, *log_dirs])
+    fsync_together([*paths, *log_dirs], threads=threads)
 
 
 def roll_forward(topics: Sequence[NewTopic], log_dirs: Sequence[Path]) -> None:

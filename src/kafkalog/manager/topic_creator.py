@@ -203,21 +203,26 @@ class TopicCreator(ManagerPart):
             sync_new_partitions([log.directory for log in created], [d.path for d in self._dirs])
         return pending
 
-    def flush_new_topics(self) -> None:
+    def flush_new_topics(self, *, threads: int = 16) -> None:
         """Settle the last batch of created topics (Kafka's flush-metadata-file task, and more):
-        their configs written, every new file and directory fsynced together, the intent
-        cleared. A no-op when there is none; a failure of the disk is raised and left for the
-        next call, or for the next start to complete."""
+        their configs written, every new file and directory fsynced, ``threads`` at a time, the
+        intent cleared. A no-op when there is none; a failure of the disk is raised and left
+        for the next call, or for the next start to complete.
+
+        The background task passes one thread: many threads returning from fsyncs at once each
+        take the GIL back, and the event loop answering clients waits behind them (Metadata's
+        median tripled while a 500-partition batch settled over 16 threads); a caller waiting
+        for the batch wants the fsyncs' journal commits shared instead."""
         if not self._unflushed:  # the task's usual case, without the lock
             return
         with self._lock:
-            self._flush_new_topics()
+            self._flush_new_topics(threads)
 
-    def _flush_new_topics(self) -> None:
+    def _flush_new_topics(self, threads: int = 16) -> None:
         if not self._unflushed:
             return
         dirs = [d.path for d in self._dirs]
         self._write_topic_configs()
-        sync_new_partitions(self._unflushed, dirs)
+        sync_new_partitions(self._unflushed, dirs, threads=threads)
         intents_.clear(dirs)
         self._unflushed = []
