@@ -301,3 +301,28 @@ def test_an_intent_naming_one_topic_as_before_batches_is_still_finished(tmp_path
     (tmp_path / INTENT_FILE).write_text(json.dumps({"version": 1, "op": "create", "topics": []}))
     with pytest.raises(KafkaLogError, match="unknown topic intent"):
         LogManager(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "topics"),
+    [
+        ({"name": "a", "partitions": 2, "topic_id": "x", "configs": {}}, ["a"]),  # not a Uuid
+        ({"name": "a", "partitions": 0, "configs": {}}, ["a"]),  # no ID, no partitions
+        ({"name": "a", "partitions": 100_001, "topic_id": None, "configs": {}}, ["a"]),
+        ({"name": "a", "partitions": 2, "topic_id": None, "configs": {"k": 1}}, ["a"]),
+        ({"name": "b", "partitions": 2, "topic_id": None, "configs": {}}, ["a"]),  # names differ
+    ],
+)
+def test_a_damaged_record_of_created_topics_is_refused_not_completed(
+    tmp_path: Path, entry: dict[str, Any], topics: list[str]
+) -> None:
+    """A start refuses (typed, naming the file) rather than make partitions from a record it
+    cannot trust; nothing is created."""
+    if entry.get("topic_id") is None and "topic_id" in entry:
+        entry = {**entry, "topic_id": random_topic_id()}
+    document = {"version": 1, "op": "created", "topics": topics, "first": 0, "new": [entry]}
+    (tmp_path / INTENT_FILE).write_text(json.dumps(document))
+    with pytest.raises(KafkaLogError, match="topic intent") as raised:
+        LogManager(tmp_path)
+    assert INTENT_FILE in str(raised.value)
+    assert _live_partition_dirs(tmp_path) == []

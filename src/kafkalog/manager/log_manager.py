@@ -177,8 +177,8 @@ class LogManager(RunTimeConfigs, TopicCreator):
         self.default_config = under_dynamic_broker_configs(
             self.default_config, *stored.broker_layers
         )
-        stored_topic_configs = {t: dict(c) for t, c in self._topic_configs.items()}
         finished = intents_.finish_interrupted([d.path for d in self._dirs])
+        before = {t: dict(c) for t, c in self._topic_configs.items()} if finished else {}
         for intent in finished:  # a crash's creation completed or rolled back, its deletion done
             if intent.op == intents_.CREATED:
                 roll_forward(intent.new_topics, [d.path for d in self._dirs])
@@ -187,7 +187,7 @@ class LogManager(RunTimeConfigs, TopicCreator):
                 for topic in intent.topics:
                     self._topic_configs.pop(topic, None)
         if finished:
-            if self._topic_configs != stored_topic_configs:
+            if self._topic_configs != before:
                 self._write_topic_configs()
             intents_.clear(d.path for d in self._dirs)
         threads = self.config.num_recovery_threads_per_data_dir

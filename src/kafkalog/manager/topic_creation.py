@@ -92,10 +92,10 @@ def check_new_topic(new: NewTopic, defaults: LogConfig) -> None:
 
 def refuse_creating(
     topics: Sequence[NewTopic], existing: set[str], only: frozenset[TopicPartition] | None
-) -> tuple[dict[str, list[Any] | KafkaLogError], list[NewTopic]]:
+) -> tuple[dict[str, KafkaLogError], list[NewTopic]]:
     """Why each of ``topics`` may not be created (it is among ``existing``; a manager that
     opened ``only`` some partitions would not have opened all of its), and those that may."""
-    refused: dict[str, list[Any] | KafkaLogError] = {}
+    refused: dict[str, KafkaLogError] = {}
     accepted = []
     for new in topics:
         wanted = (TopicPartition(new.name, p) for p in range(new.partitions))

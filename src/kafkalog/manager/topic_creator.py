@@ -97,9 +97,9 @@ class TopicCreator(ManagerPart):
         with self._lock:
             self._check_open()
             on_disk = [*self._logs, *self._unopened, *self._offline.partitions]
-            results, accepted = refuse_creating(topics, {tp.topic for tp in on_disk}, self._only)
+            refused, accepted = refuse_creating(topics, {tp.topic for tp in on_disk}, self._only)
             if not accepted:
-                return results
+                return {name: refused[name] for name in names}
             self._flush_new_topics()
             intent = intents_.TopicIntent.created(accepted)
             created: list[Log] = []
@@ -127,7 +127,7 @@ class TopicCreator(ManagerPart):
             made: dict[str, list[Log]] = {}
             for tp, (log, _) in pending.items():
                 made.setdefault(tp.topic, []).append(log)
-            return {new.name: made.get(new.name) or results[new.name] for new in topics}
+            return {name: made.get(name) or refused[name] for name in names}
 
     def create_partitions(self, topic: str, total: int) -> list[Log]:
         """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions); the new ones carry
