@@ -326,3 +326,43 @@ def test_a_damaged_record_of_created_topics_is_refused_not_completed(
         LogManager(tmp_path)
     assert INTENT_FILE in str(raised.value)
     assert _live_partition_dirs(tmp_path) == []
+
+
+def test_threads_creating_overlapping_batches_each_get_a_topic_once(tmp_path: Path) -> None:
+    """Four threads ask for overlapping batches while a fifth settles them as the task would:
+    each topic is made by exactly one, the others are told it exists, and a restart finds
+    exactly the topics made, each whole."""
+    names = [f"t{i}" for i in range(12)]
+    outcomes: list[dict[str, Any]] = []
+    guard = threading.Lock()
+    stop = threading.Event()
+    with LogManager(tmp_path) as manager:
+
+        def ask(offset: int) -> None:
+            batch = [NewTopic(n, 3) for n in names[offset:] + names[:offset]]
+            got = manager.create_topics(batch, settle=False)
+            with guard:
+                outcomes.append(got)
+
+        def settle() -> None:
+            while not stop.is_set():
+                manager.flush_new_topics(threads=1)
+
+        settler = threading.Thread(target=settle)
+        settler.start()
+        askers = [threading.Thread(target=ask, args=(i * 3,)) for i in range(4)]
+        for t in askers:
+            t.start()
+        for t in askers:
+            t.join(60)
+        stop.set()
+        settler.join(60)
+        for name in names:
+            made = [o[name] for o in outcomes if isinstance(o[name], list)]
+            refused = [o[name] for o in outcomes if isinstance(o[name], TopicExistsError)]
+            assert (len(made), len(refused)) == (1, 3), name
+        assert manager.topics() == dict.fromkeys(names, 3)
+        manager.flush_new_topics()
+        assert not (tmp_path / INTENT_FILE).exists()
+    with LogManager(tmp_path) as again:
+        assert again.topics() == dict.fromkeys(names, 3)
