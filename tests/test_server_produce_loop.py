@@ -2,7 +2,8 @@
 to open partitions that never fsync in the append; on a request handler thread otherwise (a
 topic to create, ``flush.messages``/``flush.ms`` set, a transactional id, a frame over 1 MiB).
 Measured, the hand-off to a thread and back cost a third of the broker's produce throughput;
-these are the cases where blocking the loop would cost everybody else more."""
+these are the cases where blocking the loop would cost everybody else more. And where a
+Metadata request runs: on the loop for a few partitions of known topics, else on a thread."""
 
 from __future__ import annotations
 
@@ -19,8 +20,16 @@ from kafkalog import LogManager, Record, serve
 from kafkalog.log.log import Log
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import make
+from kafkalog.server import metadata as metadata_module
 from kafkalog.server import produce as produce_module
-from server_helpers import batch, decode_response, frame, produce_body, read_frame
+from server_helpers import (
+    batch,
+    decode_response,
+    frame,
+    metadata_request,
+    produce_body,
+    read_frame,
+)
 
 pytestmark = pytest.mark.one_codec
 
@@ -87,3 +96,40 @@ def test_transactions_missing_partitions_and_odd_acks_go_to_a_handler_thread(
         assert not on_loop(acks=2)
         other = produce_body(9, "absent", 0, batch([Record(b"x")]))
         assert not on_loop(topic_data=other.topic_data)
+
+
+def test_where_each_metadata_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few partitions of topics that exist: the loop. Every topic, a topic to create, or more
+    partitions than ANSWER_ON_THE_LOOP_PARTITIONS: a handler thread."""
+    seen: list[tuple[str, str]] = []
+    original = metadata_module._topic_entry
+
+    def recorded(ctx: Any, request: Any, mod: Any, topic: str, known: Any) -> Any:
+        seen.append((topic, threading.current_thread().name))
+        return original(ctx, request, mod, topic, known)
+
+    monkeypatch.setattr(metadata_module, "_topic_entry", recorded)
+    wide = metadata_module.ANSWER_ON_THE_LOOP_PARTITIONS + 1
+    with LogManager(tmp_path) as manager:
+        manager.create_topic("small", 3)
+        manager.create_topic("wide", wide)
+    with serve(tmp_path) as server:
+        port = int(server.bootstrap_servers.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            asked: list[tuple[list[str] | None, bool]] = [
+                (["small"], False), (None, False), (["small", "wide"], False),
+                (["created"], True), (["created"], False),
+            ]  # fmt: skip
+            for topics, allow in asked:
+                sock.sendall(frame(ApiKey.METADATA, 12, metadata_request(12, topics, allow), 1))
+                answer = decode_response(3, 12, read_frame(sock), header_v1=True)
+                assert all(t.error_code == 0 for t in answer.topics), answer
+    loop, io = "kafkalog-serve", "kafkalog-io"
+    where = [(topic, "loop" if name == loop else name[: len(io)]) for topic, name in seen]
+    assert where == [
+        ("small", "loop"),
+        ("small", io), ("wide", io),  # every topic
+        ("small", io), ("wide", io),  # more partitions than the loop takes
+        ("created", io),  # auto-created
+        ("created", "loop"),  # then known
+    ], seen  # fmt: skip

@@ -55,6 +55,8 @@ from kafkalog.server.configs import (
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.fetch import FetchResult, handle_fetch, handle_list_offsets
 from kafkalog.server.metadata import (
+    ANSWER_ON_THE_LOOP_BYTES,
+    answers_on_the_loop,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
@@ -329,7 +331,8 @@ class KafkaApis:
         throttled: Callable[[int], None] = _not_muted,
     ) -> bytes | AnswerLater | None:
         """The answer to a request the event loop answers without waiting (a Produce that
-        appends on the loop: ``appends_on_the_loop``), here and now: its response frame, or
+        appends on the loop, ``appends_on_the_loop``; a short Metadata of known topics,
+        ``answers_on_the_loop``), here and now: its response frame, or
         None when it takes none (``acks=0``). Any other request: AnswerLater, for ``handle``
         to be awaited with it. Raises as ``handle`` does."""
         api = _api_of(frame)
@@ -338,10 +341,16 @@ class KafkaApis:
             raise InvalidRequestError(
                 f"unexpected request of API {int(api.key)} {state} SASL authentication"
             )
-        if api is None or api.key is not ApiKey.PRODUCE or len(frame) > APPEND_ON_THE_LOOP_BYTES:
+        if api is None:
+            return _LATER
+        if api.key is ApiKey.PRODUCE and len(frame) <= APPEND_ON_THE_LOOP_BYTES:
+            on_the_loop = appends_on_the_loop
+        elif api.key is ApiKey.METADATA and len(frame) <= ANSWER_ON_THE_LOOP_BYTES:
+            on_the_loop = answers_on_the_loop
+        else:
             return _LATER
         request = decode_request(frame, SUPPORTED_VERSIONS, *self._who(session, peer))
-        if not appends_on_the_loop(self.context, request):
+        if not on_the_loop(self.context, request):
             return AnswerLater(request)
         return self._answer(request, len(frame), throttled)
 
@@ -367,7 +376,7 @@ class KafkaApis:
             if not isinstance(now, AnswerLater):
                 return now
             request = now.request
-        if request is not None:  # a Produce that may not append on the loop
+        if request is not None:  # decoded by answer_now, not for the loop
             answer: bytes | None = await self.run(self._answer, request, len(frame), throttled)
             return answer
         api = _api_of(frame)
