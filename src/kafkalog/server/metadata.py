@@ -188,7 +188,8 @@ def answers_on_the_loop(ctx: BrokerContext, request: Request) -> bool:
     """Whether a decoded Metadata request is one the event loop answers in its own iteration:
     it names its topics (neither all of them nor IDs), each exists, they hold at most
     ANSWER_ON_THE_LOOP_PARTITIONS partitions, and no log directory is offline. Such an answer
-    is a few microseconds of cached entries, where the trip to a handler thread and back costs
+    is a few microseconds of cached entries (a topic's first, after a start, reads its
+    partition.metadata once for the topic ID), where the trip to a handler thread and back costs
     two thread wake-ups and tens of microseconds of GIL; a topic to create, an offline
     directory (its partition.metadata is read each time) or a long answer goes to a handler
     thread."""
