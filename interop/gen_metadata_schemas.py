@@ -58,7 +58,7 @@ def _default(kind: str, default: object) -> object:
 def _field(spec: dict[str, Any], common: dict[str, Any] | None = None) -> tuple[object, ...]:
     """(JSON name, type, first version, last version, tag, default): the shape
     kafkalog.records.schema_reader reads; an array of structs has its fields as its type (a
-    struct of the message's ``commonStructs`` too)."""
+    struct of the message's ``commonStructs`` too), a single struct ``{"struct": fields}``."""
     kind = str(spec["type"])
     shared = (common or {}).get(kind[2:]) if kind.startswith("[]") else None
     if shared is not None and "fields" not in spec:
@@ -68,14 +68,14 @@ def _field(spec: dict[str, Any], common: dict[str, Any] | None = None) -> tuple[
     tagged = _versions(spec.get("taggedVersions"))
     assert tagged is None or tagged[0] == versions[0], f"tagged only from a later version: {spec}"
     nested = tuple(_field(f, common) for f in spec.get("fields", []))
-    assert not nested or kind.startswith("[]"), f"a struct that is not an array: {spec}"
+    single = bool(nested) and not kind.startswith("[]")
     return (
         _camel(str(spec["name"])),
-        nested if nested else kind,
+        {"struct": nested} if single else nested if nested else kind,
         versions[0],
         versions[1],
         spec.get("tag") if tagged else None,
-        _default(kind, spec.get("default")),
+        None if single else _default(kind, spec.get("default")),
     )
 
 
@@ -133,6 +133,13 @@ COORDINATOR_MESSAGES = {
     "kafka-group-coordinator": (
         "LegacyOffsetCommitKey", "LegacyOffsetCommitValue", "OffsetCommitKey",
         "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
+        "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
+        "ConsumerGroupPartitionMetadataKey", "ConsumerGroupPartitionMetadataValue",
+        "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue",
+        "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
+        "ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
+        "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
+        "ConsumerGroupRegularExpressionKey", "ConsumerGroupRegularExpressionValue",
     ),
     "kafka-transaction-coordinator": ("TransactionLogKey", "TransactionLogValue"),
     "kafka-clients": ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment"),

@@ -26,10 +26,12 @@ LATEST = KAFKA_VERSIONS[-1]
 class Member:
     """One GroupConsumer process; its output lines are collected as they come."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, count: int) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, count: int, protocol: str = "classic"
+    ) -> None:
         program = str(ROOT / "interop" / "GroupConsumer.java")
         cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(LATEST), program,
-               bootstrap, group, topic, str(count)]  # fmt: skip
+               bootstrap, group, topic, str(count), protocol]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -43,13 +45,21 @@ class Member:
     def records(self) -> set[tuple[int, int, str, str]]:
         out = set()
         for line in list(self.lines):
-            if not line.startswith("assigned"):
+            if not line.startswith(("assigned", "revoked")):
                 partition, offset, key, value = line.split()
                 out.add((int(partition), int(offset), key, value))
         return out
 
     def assignments(self) -> list[int]:
         return [int(line.split()[1]) for line in list(self.lines) if line.startswith("assigned")]
+
+    def revocations(self) -> list[int]:
+        return [int(line.split()[1]) for line in list(self.lines) if line.startswith("revoked")]
+
+    def kill(self) -> None:
+        """kill -9: no leave, no commit; the coordinator must notice on its own."""
+        self.proc.kill()
+        self.proc.wait(10)
 
     def stop(self) -> str:
         self.proc.terminate()
@@ -62,7 +72,7 @@ class Member:
         return err
 
 
-def _wait(condition: object, seconds: float, what: str) -> None:
+def wait_for(condition: object, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():  # type: ignore[operator]
@@ -98,22 +108,22 @@ def test_a_java_consumer_group_rebalances_commits_and_resumes_after_a_restart(
         logs = server.manager.create_topic("jgc", 4)
         append_wave(logs, 1)
         first = Member(bs, "jgc-group", "jgc", 80)
-        _wait(lambda: len(first.records()) == 40, 90, "the first wave")
+        wait_for(lambda: len(first.records()) == 40, 90, "the first wave")
         assert first.assignments() == [4]
-        _wait(lambda: _committed(bs, "jgc-group", "jgc", 4) == [10] * 4, 60, "the commits")
+        wait_for(lambda: _committed(bs, "jgc-group", "jgc", 4) == [10] * 4, 60, "the commits")
         second = Member(bs, "jgc-group", "jgc", 80)
-        _wait(lambda: first.assignments()[-1:] == [2] and second.assignments() == [2], 60,
+        wait_for(lambda: first.assignments()[-1:] == [2] and second.assignments() == [2], 60,
               "the rebalance")  # fmt: skip
         append_wave(logs, 2)
         members = (first, second)
-        _wait(lambda: sum(len(m.records()) for m in members) == 80, 90, "the second wave")
+        wait_for(lambda: sum(len(m.records()) for m in members) == 80, 90, "the second wave")
         waves = [{(p, o, v) for p, o, _, v in m.records() if v.startswith("w2")} for m in members]
         assert all(len(w) == 20 for w in waves)  # two partitions of ten records each
         owned = [{p for p, _, _ in w} for w in waves]
         assert len(owned[0] | owned[1]) == 4 and not owned[0] & owned[1]
         assert all(o == 10 + i // 4 and p == i % 4 for w in waves for p, o, v in w
                    for i in [int(v.split("-")[1])])  # fmt: skip
-        _wait(lambda: _committed(bs, "jgc-group", "jgc", 4) == [20] * 4, 60, "the commits")
+        wait_for(lambda: _committed(bs, "jgc-group", "jgc", 4) == [20] * 4, 60, "the commits")
         for m in members:
             m.stop()
     with serve(tmp_path, overrides=FAST_GROUPS) as server:  # committed offsets survive

@@ -206,7 +206,9 @@ def render(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, float) and math.isinf(value):
         return "1.7976931348623157E308"  # Double.MAX_VALUE, Kafka's "no limit"
-    if isinstance(value, frozenset | set | list | tuple):
+    if isinstance(value, frozenset | set):
         return ",".join(sorted(str(v) for v in value))
+    if isinstance(value, list | tuple):  # a LIST keeps its order (the assignors' is a choice)
+        return ",".join(str(v) for v in value)
     display = getattr(value, "display_name", None)
     return str(display) if display is not None else str(value)

@@ -41,6 +41,18 @@ class CoordinatorSettings(Protocol):
     @property
     def transaction_abort_interval_ms(self) -> int: ...
 
+    @property
+    def consumer_session_timeout_ms(self) -> int: ...  # group.consumer.session.timeout.ms
+
+    @property
+    def consumer_heartbeat_interval_ms(self) -> int: ...  # group.consumer.heartbeat.interval.ms
+
+    @property
+    def consumer_assignors(self) -> tuple[str, ...]: ...  # group.consumer.assignors
+
+    @property
+    def consumer_max_size(self) -> int: ...  # group.consumer.max.size
+
 
 class ProducerIds(Protocol):
     def generate(self) -> int: ...

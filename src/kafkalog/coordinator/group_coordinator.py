@@ -6,7 +6,8 @@ them and their offsets back at start-up, writes each group's metadata and offset
 (durable before anyone is told), settles transactional commits at their marker, and expires
 sessions and old offsets on timers. It runs on the event loop; appends go to worker threads.
 Refuses: the wire (``server.group_apis`` turns requests into calls here and results into
-responses) and KIP-848 groups.
+responses). KIP-848 consumer groups are ``consumer_groups.ConsumerGroups``', kept here beside
+the classic ones so one id is one group and both write through the same partition locks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kafkalog.coordinator.consumer_group import Record, record_rows
+from kafkalog.coordinator.consumer_groups import ConsumerGroupLimits, ConsumerGroups
 from kafkalog.coordinator.context import CoordinatorContext
 from kafkalog.coordinator.group import Group
 from kafkalog.coordinator.group_member import GroupState, wall_clock_ms
@@ -56,6 +59,32 @@ class GroupCoordinator:
         self.pending_transactions: dict[tuple[int, int], GroupOffsets] = {}
         self._expiry: asyncio.Task[None] | None = None
         self._offsets_expiry: asyncio.Task[None] | None = None
+        settings = ctx.settings
+        limits = ConsumerGroupLimits(
+            settings.consumer_session_timeout_ms,
+            settings.consumer_heartbeat_interval_ms,
+            settings.consumer_assignors,
+            settings.consumer_max_size,
+        )
+        # KIP-848 consumer groups: their records share the partition and lock of their offsets
+        self.consumer = ConsumerGroups(ctx, limits, self.store_consumer_records, self.is_classic)
+
+    def is_classic(self, group_id: str) -> bool:
+        """A classic group with members holds this id (an empty one may become a consumer
+        group, as Kafka's offline migration allows)."""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def is_consumer(self, group_id: str) -> bool:
+        """A KIP-848 consumer group with members holds this id."""
+        group = self.consumer.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    async def store_consumer_records(self, group_id: str, records: list[Record]) -> None:
+        rows = record_rows(records)
+        partitions = self.ctx.settings.offsets_partitions
+        async with self.commit_lock(group_id):
+            await self.run(append_offset_records, self.ctx.manager, group_id, rows, partitions)
 
     async def start(self) -> None:
         logs = {
@@ -71,6 +100,10 @@ class GroupCoordinator:
         for group_id, offsets in loaded.committed.items():
             if offsets:  # all of a group's offsets tombstoned: nothing left to load
                 self.group(group_id).offsets.update(offsets)
+        for group_id, group_records in loaded.consumer_groups.items():
+            for record in group_records:
+                self.consumer.replay(group_id, record)
+        self.consumer.start_sessions()
         if loaded.committed:
             logger.info("loaded the committed offsets of %d groups", len(loaded.committed))
         members = sum(len(g.members) for g in self.groups.values())
@@ -91,13 +124,20 @@ class GroupCoordinator:
         at least every SESSION_CHECK_SECONDS for members that joined meanwhile."""
         loop = asyncio.get_running_loop()
         while True:
-            found = (g.next_session_deadline() for g in self.groups.values())
+            found = [g.next_session_deadline() for g in self.groups.values()]
+            found.append(self.consumer.next_deadline())
             deadlines = [d for d in found if d is not None]
             first = min(deadlines, default=loop.time() + SESSION_CHECK_SECONDS)
             await asyncio.sleep(max(0.0, min(first - loop.time(), SESSION_CHECK_SECONDS)) + 0.001)
             for group in list(self.groups.values()):
                 for member_id in group.expire_sessions():
                     logger.info("member %s of group %s timed out", member_id, group.group_id)
+            try:
+                for group_id, member_id in await self.consumer.expire():
+                    logger.info("member %s of consumer group %s fenced: its session or "
+                                "revocation time ran out", member_id, group_id)  # fmt: skip
+            except KafkaLogError:
+                logger.exception("could not fence expired consumer group members")
 
     async def _expire_offsets(self) -> None:
         """Kafka's offsets-retention check, every ``offsets.retention.check.interval.ms``."""

@@ -16,8 +16,9 @@ A classic group's membership is a GroupMetadata record (key type 2: group; value
 GroupMetadataValue version 3, the one Kafka 4.x writes: protocol type, generation, protocol,
 leader, state timestamp, and each member's ids, timeouts, subscription and assignment), written
 when the group's leader hands in the assignment and when the group becomes empty, as Kafka's
-GroupMetadataManager does; the latest one is the group a restart loads. Refuses: the KIP-848
-consumer, share and streams group records (skipped when read).
+GroupMetadataManager does; the latest one is the group a restart loads. A KIP-848 consumer
+group's records are collected in order for ``ConsumerGroups`` to replay. Refuses: share and
+streams group records (skipped when read).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from kafkalog import records
+from kafkalog.coordinator.consumer_group import RECORD_NAMES
 from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
@@ -172,12 +174,17 @@ StoredGroups = dict[
 ]  # the latest GroupMetadata of each group; None: deleted
 
 
+# each consumer group's records (type, key, value or None), in log order
+ConsumerGroupRecords = dict[str, list[tuple[int, dict[str, Any], dict[str, Any] | None]]]
+
+
 class LoadedOffsetsTopic(NamedTuple):
     """What ``__consumer_offsets`` holds for the coordinator at start-up."""
 
     committed: GroupOffsets
     open_transactions: dict[tuple[int, int], GroupOffsets]  # by (producer id, partition)
     groups: StoredGroups
+    consumer_groups: ConsumerGroupRecords
 
 
 def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
@@ -201,14 +208,15 @@ def load_offsets(logs: Mapping[int, Log]) -> LoadedOffsetsTopic:
     out: GroupOffsets = {}
     open_offsets: dict[tuple[int, int], GroupOffsets] = {}
     groups: StoredGroups = {}
+    consumer_groups: ConsumerGroupRecords = {}
     for partition, log in logs.items():
         pending: PendingOffsets = {}
         for position, batches in read_whole_log(log):
-            apply_batches(out, batches, position, pending, groups)
+            apply_batches(out, batches, position, pending, groups, consumer_groups)
         for producer_id, staged in pending.items():
             if staged:
                 open_offsets[(producer_id, partition)] = staged
-    return LoadedOffsetsTopic(out, open_offsets, groups)
+    return LoadedOffsetsTopic(out, open_offsets, groups, consumer_groups)
 
 
 def apply_batches(
@@ -217,14 +225,17 @@ def apply_batches(
     start: int = 0,
     pending: PendingOffsets | None = None,
     groups: StoredGroups | None = None,
+    consumer_groups: ConsumerGroupRecords | None = None,
 ) -> None:
     """Fold the records at or after ``start`` of ``__consumer_offsets`` batches into ``out``
     as Kafka's OffsetMetadataManager replays them: a plain commit replaces the offset, a
     tombstone deletes it (and the group's offsets for it in open transactions), a
     transactional commit waits in ``pending`` for its producer's marker (``settle``). Each
-    GroupMetadata record replaces its group's entry in ``groups`` when that is given."""
+    GroupMetadata record replaces its group's entry in ``groups`` when that is given, and a
+    consumer group's records are kept in order in ``consumer_groups``."""
     pending = {} if pending is None else pending
     groups = {} if groups is None else groups
+    consumer_groups = {} if consumer_groups is None else consumer_groups
     for batch in batches:
         if batch.is_control:
             staged = pending.pop(batch.producer_id, {})
@@ -236,7 +247,8 @@ def apply_batches(
         producer_id = batch.producer_id if batch.is_transactional else None
         for record in batch:
             if record.key is not None and record.offset >= start:
-                replay(out, pending, record.key, record.value, record.offset, producer_id, groups)
+                replay(out, pending, record.key, record.value, record.offset, producer_id,
+                       groups, consumer_groups)  # fmt: skip
 
 
 def settle(committed: PartitionOffsets, staged: PartitionOffsets) -> None:
@@ -301,6 +313,7 @@ def replay(
     record_offset: int,
     producer_id: int | None,
     groups: StoredGroups,
+    consumer_groups: ConsumerGroupRecords | None = None,
 ) -> None:
     """One record at ``record_offset``, of a transaction of ``producer_id`` or of none: an
     offset commit (Kafka's OffsetMetadataManager.replay) or a group's metadata
@@ -310,6 +323,11 @@ def replay(
         if decoded.record_type == _GROUP_METADATA_KEY and decoded.key is not None:
             stored = None if decoded.value is None else _stored_group(decoded.value)
             groups[decoded.key["group"]] = stored
+            return
+        if decoded.record_type in RECORD_NAMES and decoded.key is not None:
+            if consumer_groups is not None:
+                records_of = consumer_groups.setdefault(decoded.key["groupId"], [])
+                records_of.append((decoded.record_type, decoded.key, decoded.value))
             return
     except KafkaLogError:
         return  # a record this version cannot read: Kafka's loader skips unknown types too

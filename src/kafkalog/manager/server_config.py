@@ -184,6 +184,23 @@ class BrokerKeys:
     group_max_session_timeout_ms: int = define(
         "group.max.session.timeout.ms", Type.INT, 1800000, "The longest session timeout allowed.",
     )  # fmt: skip
+    group_consumer_session_timeout_ms: int = define(
+        "group.consumer.session.timeout.ms", Type.INT, 45000,
+        "How long a consumer group member may go without a heartbeat (KIP-848).", at_least(1),
+    )  # fmt: skip
+    group_consumer_heartbeat_interval_ms: int = define(
+        "group.consumer.heartbeat.interval.ms", Type.INT, 5000,
+        "How often a consumer group member heartbeats (KIP-848).", at_least(1),
+    )  # fmt: skip
+    group_consumer_assignors: tuple[str, ...] = define(
+        "group.consumer.assignors", Type.LIST, ("uniform", "range"),
+        "The server-side assignors of consumer groups, the first the default (uniform, range;"
+        " Kafka's class names are taken too).",
+    )  # fmt: skip
+    group_consumer_max_size: int = define(
+        "group.consumer.max.size", Type.INT, 2**31 - 1,
+        "The most members a consumer group may have.", at_least(1),
+    )  # fmt: skip
     offsets_retention_minutes: int = define(
         "offsets.retention.minutes", Type.INT, 10080,
         "How long an empty group's committed offsets are kept (KIP-211).", at_least(1),

@@ -10,8 +10,9 @@ with compact lengths and tagged fields (KIP-482).
 A classic group's GroupMetadataValue is decoded too, and for the "consumer" protocol type each
 member's subscription and assignment (ConsumerProtocolSubscription/Assignment), as
 DumpLogSegments' OffsetsMessageParser replaces those bytes; bytes print as base64 (Jackson's
-BinaryNode). Refuses: the KIP-848 consumer, share and streams group records; they are reported
-as not decoded rather than guessed.
+BinaryNode). KIP-848 consumer groups' records (ConsumerGroupMetadata, member metadata, target
+and current assignments, regular expressions) are decoded by their schemas too. Refuses: the
+share and streams group records; they are reported as not decoded rather than guessed.
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ _TRANSACTION_LOG = (
     _fields("TransactionLogValue"),
     _flexible_from("TransactionLogValue"),
 )
+# KIP-848 consumer groups' records, by record type (the key's api key)
+_CONSUMER_GROUP = {
+    record_type: (_fields(f"{name}Key"), _fields(f"{name}Value"), _flexible_from(f"{name}Value"))
+    for record_type, name in (
+        (3, "ConsumerGroupMetadata"),
+        (4, "ConsumerGroupPartitionMetadata"),
+        (5, "ConsumerGroupMemberMetadata"),
+        (6, "ConsumerGroupTargetAssignmentMetadata"),
+        (7, "ConsumerGroupTargetAssignmentMember"),
+        (8, "ConsumerGroupCurrentMemberAssignment"),
+        (16, "ConsumerGroupRegularExpression"),
+    )
+}
 # The consumer's embedded protocol (never flexible): what a member subscribed to and what the
 # group leader assigned it.
 _SUBSCRIPTION = _fields("ConsumerProtocolSubscription")
@@ -78,7 +92,7 @@ def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
             return _OFFSET_COMMIT
         if record_type == 2:
             return _GROUP_METADATA
-        return None
+        return _CONSUMER_GROUP.get(record_type)
     return _TRANSACTION_LOG if record_type == 0 else None
 
 

@@ -44,6 +44,68 @@ COORDINATOR_SCHEMAS: dict[str, tuple[object, ...]] = {
         ('currentStateTimestamp', 'int64', 2, None, None, -1),
         ('members', (('memberId', 'string', 0, None, None, ''), ('groupInstanceId', 'string', 3, None, None, None), ('clientId', 'string', 0, None, None, ''), ('clientHost', 'string', 0, None, None, ''), ('rebalanceTimeout', 'int32', 1, None, None, -1), ('sessionTimeout', 'int32', 0, None, None, 0), ('subscription', 'bytes', 0, None, None, b''), ('assignment', 'bytes', 0, None, None, b'')), 0, None, None, []),
     )),
+    'ConsumerGroupMetadataKey': (3, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupMetadataValue': (3, (0, 0), 0, (
+        ('epoch', 'int32', 0, None, None, 0),
+        ('metadataHash', 'int64', 0, None, 0, 0),
+    )),
+    'ConsumerGroupPartitionMetadataKey': (4, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupPartitionMetadataValue': (4, (0, 0), 0, (
+        ('topics', (('topicId', 'uuid', 0, None, None, 'AAAAAAAAAAAAAAAAAAAAAA'), ('topicName', 'string', 0, None, None, ''), ('numPartitions', 'int32', 0, None, None, 0), ('partitionMetadata', (('partition', 'int32', 0, None, None, 0), ('racks', '[]string', 0, None, None, [])), 0, None, None, [])), 0, None, None, []),
+    )),
+    'ConsumerGroupMemberMetadataKey': (5, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+        ('memberId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupMemberMetadataValue': (5, (0, 0), 0, (
+        ('instanceId', 'string', 0, None, None, ''),
+        ('rackId', 'string', 0, None, None, ''),
+        ('clientId', 'string', 0, None, None, ''),
+        ('clientHost', 'string', 0, None, None, ''),
+        ('subscribedTopicNames', '[]string', 0, None, None, []),
+        ('subscribedTopicRegex', 'string', 0, None, None, ''),
+        ('rebalanceTimeoutMs', 'int32', 0, None, None, -1),
+        ('serverAssignor', 'string', 0, None, None, ''),
+        ('classicMemberMetadata', {'struct': (('sessionTimeoutMs', 'int32', 0, None, None, 0), ('supportedProtocols', (('name', 'string', 0, None, None, ''), ('metadata', 'bytes', 0, None, None, b'')), 0, None, None, []))}, 0, None, 0, None),
+    )),
+    'ConsumerGroupTargetAssignmentMetadataKey': (6, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupTargetAssignmentMetadataValue': (6, (0, 0), 0, (
+        ('assignmentEpoch', 'int32', 0, None, None, 0),
+        ('assignmentTimestamp', 'int64', 0, None, 0, 0),
+    )),
+    'ConsumerGroupTargetAssignmentMemberKey': (7, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+        ('memberId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupTargetAssignmentMemberValue': (7, (0, 0), 0, (
+        ('topicPartitions', (('topicId', 'uuid', 0, None, None, 'AAAAAAAAAAAAAAAAAAAAAA'), ('partitions', '[]int32', 0, None, None, [])), 0, None, None, []),
+    )),
+    'ConsumerGroupCurrentMemberAssignmentKey': (8, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+        ('memberId', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupCurrentMemberAssignmentValue': (8, (0, 0), 0, (
+        ('memberEpoch', 'int32', 0, None, None, 0),
+        ('previousMemberEpoch', 'int32', 0, None, None, 0),
+        ('state', 'int8', 0, None, None, 0),
+        ('assignedPartitions', (('topicId', 'uuid', 0, None, None, 'AAAAAAAAAAAAAAAAAAAAAA'), ('partitions', '[]int32', 0, None, None, []), ('assignmentEpochs', '[]int32', 0, None, 0, [])), 0, None, None, []),
+        ('partitionsPendingRevocation', (('topicId', 'uuid', 0, None, None, 'AAAAAAAAAAAAAAAAAAAAAA'), ('partitions', '[]int32', 0, None, None, []), ('assignmentEpochs', '[]int32', 0, None, 0, [])), 0, None, None, []),
+    )),
+    'ConsumerGroupRegularExpressionKey': (16, (0, 0), None, (
+        ('groupId', 'string', 0, 0, None, ''),
+        ('regularExpression', 'string', 0, 0, None, ''),
+    )),
+    'ConsumerGroupRegularExpressionValue': (16, (0, 0), 0, (
+        ('topics', '[]string', 0, None, None, []),
+        ('version', 'int64', 0, None, None, 0),
+        ('timestamp', 'int64', 0, None, None, 0),
+    )),
     'TransactionLogKey': (0, (0, 0), None, (
         ('transactionalId', 'string', 0, 0, None, ''),
     )),

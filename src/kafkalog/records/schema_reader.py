@@ -17,7 +17,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.types import uuid_string
 
 # A field: JSON name, type, first version, last version (None: open), tag (None: not tagged),
-# default. A struct array's type is a tuple of fields.
+# default. A struct array's type is a tuple of fields, a single struct's {"struct": fields}.
 Field = tuple[str, Any, int, int | None, int | None, Any]
 
 FIXED = {
@@ -70,7 +70,11 @@ class SchemaReader:
         return out
 
     def value(self, kind: Any, version: int) -> Any:
-        """One field's value; a tuple of fields is an array of structs."""
+        """One field's value; a tuple of fields is an array of structs, ``{"struct": fields}``
+        one struct, after its presence byte (-1: null), as Kafka's generated code writes a
+        nullable struct."""
+        if isinstance(kind, dict):
+            return None if self.fixed("int8") < 0 else self.struct(kind["struct"], version)
         if isinstance(kind, tuple):
             n = self.length(True)
             return None if n < 0 else [self.struct(kind, version) for _ in range(n)]

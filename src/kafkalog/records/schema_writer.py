@@ -38,7 +38,11 @@ class SchemaWriter:
             self.out += FIXED["int32" if array else "int16"].pack(size)
 
     def value(self, name: str, kind: Any, version: int, value: Any) -> None:
-        if isinstance(kind, tuple):  # an array of structs
+        if isinstance(kind, dict):  # one struct, after its presence byte
+            self.out += FIXED["int8"].pack(-1 if value is None else 1)
+            if value is not None:
+                self.struct(kind["struct"], version, value)
+        elif isinstance(kind, tuple):  # an array of structs
             self._length(None if value is None else len(value), True)
             for item in value or ():
                 self.struct(kind, version, item)

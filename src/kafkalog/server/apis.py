@@ -38,7 +38,7 @@ from kafkalog.protocol.wire import (
     payload_module,
     unsupported_api_versions,
 )
-from kafkalog.server import group_apis, group_offsets, txn_apis
+from kafkalog.server import consumer_group_apis, group_apis, group_offsets, txn_apis
 from kafkalog.server.acl_apis import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.admin import (
     handle_delete_records,
@@ -174,14 +174,26 @@ API_TABLE: tuple[Api, ...] = (
         ApiKey.LEAVE_GROUP, (0, 5), _L, lambda a, r: group_apis.leave_group(a.groups, a.context, r)
     ),
     Api(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        (0, 1),
+        _L,
+        lambda a, r: consumer_group_apis.consumer_group_heartbeat(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        (0, 1),
+        _L,
+        lambda a, r: consumer_group_apis.consumer_group_describe(a.groups, a.context, r),
+    ),
+    Api(
         ApiKey.OFFSET_COMMIT,
-        (2, 8),
+        (2, 9),
         _L,
         lambda a, r: group_offsets.offset_commit(a.groups, a.context, r),
     ),
     Api(
         ApiKey.OFFSET_FETCH,
-        (1, 8),
+        (1, 9),
         _L,
         lambda a, r: group_offsets.offset_fetch(a.groups, a.context, r),
     ),

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kafkalog.coordinator.assignors import RANGE, UNIFORM
+from kafkalog.coordinator.consumer_groups import assignor_names
 from kafkalog.errors import InvalidConfigError
 from kafkalog.manager.server_config import ServerConfig
 from kafkalog.server.authorizer import (
@@ -164,6 +166,10 @@ class BrokerSettings:
     allow_everyone_if_no_acl_found: bool = False
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -214,7 +220,23 @@ class BrokerSettings:
             allow_everyone_if_no_acl_found=b.allow_everyone_if_no_acl_found,
             quota_window_num=b.quota_window_num,
             quota_window_size_seconds=b.quota_window_size_seconds,
+            consumer_session_timeout_ms=b.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=b.group_consumer_heartbeat_interval_ms,
+            consumer_assignors=_assignors(b.group_consumer_assignors),
+            consumer_max_size=b.group_consumer_max_size,
         )
+
+
+def _assignors(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``group.consumer.assignors`` by short name; one kafkalog does not have is refused."""
+    names = assignor_names(values)
+    unknown = [n for n in names if n not in (UNIFORM, RANGE)]
+    if unknown or not names:
+        raise InvalidConfigError(
+            "group.consumer.assignors",
+            f"{', '.join(unknown) or 'none'}: kafkalog has uniform and range",
+        )
+    return names
 
 
 def _per_ip_overrides(items: tuple[str, ...]) -> dict[str, int]:

@@ -51,7 +51,10 @@ async def offset_commit(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     generation = body.generation_id_or_member_epoch
     instance = getattr(body, "group_instance_id", None)
     error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
-    if error is None and group is not None:
+    consumer_group = coord.consumer.groups.get(group_id)
+    if error is None and consumer_group is not None:
+        error = coord.consumer.commit_error(consumer_group, body.member_id, generation, version)
+    elif error is None and group is not None:
         error = group.commit_error(body.member_id, generation, instance)
     elif error is None and (generation >= 0 or body.member_id):
         error = ErrorCode.unknown_member_id  # a member of a group the coordinator does not know
@@ -125,24 +128,25 @@ async def offset_fetch(coord: GroupCoordinator, ctx: BrokerContext, request: Req
     group_ok = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP)
     refused = ErrorCode.group_authorization_failed
     if version >= 8:
-        groups = tuple(
-            make(
-                mod,
-                "OffsetFetchResponseGroup",
-                group_id=g.group_id,
-                error_code=ErrorCode.none,
+
+        def member_error(g: Any) -> ErrorCode | None:
+            # v9: a consumer group's member names itself and its epoch (KIP-848)
+            consumer_group = coord.consumer.groups.get(g.group_id)
+            if version < 9 or consumer_group is None:
+                return None
+            return coord.consumer.fetch_error(consumer_group, g.member_id, g.member_epoch)
+
+        def one(g: Any) -> Any:
+            error = refused if not group_ok(g.group_id) else member_error(g)
+            if error is not None:
+                return make(mod, "OffsetFetchResponseGroup", group_id=g.group_id,
+                            error_code=error, topics=())  # fmt: skip
+            return make(
+                mod, "OffsetFetchResponseGroup", group_id=g.group_id, error_code=ErrorCode.none,
                 topics=_fetch_group(coord, mod, g.group_id, g.topics, True, may_describe),
-            )
-            if group_ok(g.group_id)
-            else make(
-                mod,
-                "OffsetFetchResponseGroup",
-                group_id=g.group_id,
-                error_code=refused,
-                topics=(),
-            )
-            for g in body.groups
-        )
+            )  # fmt: skip
+
+        groups = tuple(one(g) for g in body.groups)
         return make(mod, "OffsetFetchResponse", throttle_time=NO_THROTTLE, groups=groups)
     if not group_ok(body.group_id):
         return make(
@@ -173,6 +177,20 @@ async def describe_groups(coord: GroupCoordinator, ctx: BrokerContext, request: 
                 mod, "DescribedGroup", error_code=ErrorCode.group_authorization_failed,
                 group_id=group_id, group_state="", protocol_type="", protocol_data="",
                 members=(), authorized_operations=-(2**31),
+            )  # fmt: skip
+        consumer_group = coord.consumer.groups.get(group_id)
+        if consumer_group is not None:  # a KIP-848 group, in the classic shape
+            members = tuple(
+                make(mod, "DescribedGroupMember", member_id=m.member_id,
+                     group_instance_id=m.instance_id, client_id=m.client_id,
+                     client_host=m.client_host, member_metadata=b"", member_assignment=b"")
+                for _, m in sorted(consumer_group.members.items())
+            )  # fmt: skip
+            return make(
+                mod, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
+                group_state=consumer_group.state.value, protocol_type="consumer",
+                protocol_data=coord.consumer.assignor_of(consumer_group), members=members,
+                authorized_operations=authorized_operations(group_id),
             )  # fmt: skip
         if group is None:
             return make(
@@ -222,27 +240,28 @@ async def list_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Requ
     every = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     may_describe = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP)
     states = {s.lower() for s in getattr(request.body, "states_filter", ())}
-    # v5 (KIP-848's kafka-groups.sh --list --type): every group here is a classic one
+    # v5 (KIP-848's kafka-groups.sh --list --type): "classic" or "consumer"
     types = {t.lower() for t in getattr(request.body, "types_filter", ())}
-    if types and "classic" not in types:
-        return make(
-            mod,
-            "ListGroupsResponse",
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.none,
-            groups=(),
-        )
+    found = [
+        (g.group_id, g.protocol_type or "", g.state.value, "classic")
+        for g in coord.groups.values()
+        if g.group_id not in coord.consumer.groups
+    ]
+    found += [(g.group_id, "consumer", g.state.value, "consumer")
+              for g in coord.consumer.groups.values()]  # fmt: skip
     listed = [
         make(
             mod,
             "ListedGroup",
-            group_id=g.group_id,
-            protocol_type=g.protocol_type or "",
-            group_state=g.state.value,
-            group_type="classic",
+            group_id=group_id,
+            protocol_type=protocol_type,
+            group_state=state,
+            group_type=kind,
         )
-        for g in coord.groups.values()
-        if (not states or g.state.value.lower() in states) and (every or may_describe(g.group_id))
+        for group_id, protocol_type, state, kind in sorted(found)
+        if (not states or state.lower() in states)
+        and (not types or kind in types)
+        and (every or may_describe(group_id))
     ]
     return make(
         mod,

@@ -223,7 +223,9 @@ def handle_metadata(ctx: BrokerContext, request: Request) -> Any:
         allow_create = getattr(body, "allow_auto_topic_creation", True)
         for item in wanted:
             name = item.name
-            if name is None:  # v10+: by topic id
+            # v10+: by topic id; a non-zero ID wins over the name, which the Java client
+            # leaves empty (KafkaApis looks a request with topic IDs up by them)
+            if name is None or getattr(item, "topic_id", None) not in (None, ZERO_UUID):
                 by_id = by_id or {topic_uuid(ctx, t): t for t in known}
                 name = by_id.get(item.topic_id)
                 if name is None:

@@ -1,0 +1,599 @@
+"""Every KIP-848 consumer group of the broker: the ConsumerGroupHeartbeat rule, its records,
+and the member timers (Kafka's GroupMetadataManager.consumerGroupHeartbeat).
+
+Why: a heartbeat does three things, in Kafka's order: (1) it creates or updates the member,
+bumping the group epoch when a subscription (or the subscribed topics' metadata) changed;
+(2) when the group epoch is ahead of the target assignment's, the assignor computes a new
+target; (3) the member is reconciled toward its target. Each change is a record; the records
+of one heartbeat are appended to the group's ``__consumer_offsets`` partition in one batch
+and then replayed into memory (``ConsumerGroup.replay``), so an answer is never sent for
+state a restart would not find. A member that stops heartbeating for
+``group.consumer.session.timeout.ms``, or keeps partitions it was told to revoke for its
+rebalance timeout, is fenced, as a leave is. Refuses: the wire (``server.consumer_group_apis``),
+client-side assignors, and migration between a classic and a consumer group of members
+(an empty classic group is taken over, as Kafka's offline migration does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kafkalog.coordinator.assignors import ASSIGNOR_CLASSES, UNIFORM, MemberSpec, assign
+from kafkalog.coordinator.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    MEMBER_METADATA,
+    REGULAR_EXPRESSION,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    OwnedPartitions,
+    Record,
+    UnknownStateError,
+    current_assignment_record,
+    epoch_record,
+    member_record,
+    member_removal_records,
+    reconcile,
+    target_member_record,
+    target_metadata_record,
+)
+from kafkalog.coordinator.context import CoordinatorContext
+
+logger = logging.getLogger("kafkalog.server")
+
+WriteRecords = Callable[[str, list[Record]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat request's fields; None where the request left one unchanged."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: tuple[str, ...] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    owned: OwnedPartitions
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Mapping[str, frozenset[int]] | None = None  # None: unchanged, not sent
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupLimits:
+    """The group.consumer.* broker keys."""
+
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    assignors: tuple[str, ...] = ("uniform", "range")
+    max_size: int = 2**31 - 1
+
+
+def assignor_names(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``group.consumer.assignors`` by short name (Kafka's class names are taken too)."""
+    return tuple(ASSIGNOR_CLASSES.get(v.strip(), v.strip()) for v in values if v.strip())
+
+
+class ConsumerGroups:
+    """Every consumer group, on the event loop. ``write`` appends a group's records durably
+    (in order with its offset commits); ``is_classic`` says whether a group id is taken by a
+    classic group with members."""
+
+    def __init__(
+        self,
+        ctx: CoordinatorContext,
+        limits: ConsumerGroupLimits,
+        write: WriteRecords,
+        is_classic: Callable[[str], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ctx = ctx
+        self.limits = limits
+        self.write = write
+        self.is_classic = is_classic
+        self.clock = clock
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._session_deadlines: dict[tuple[str, str], float] = {}
+        self._revocation_deadlines: dict[tuple[str, str], tuple[float, int]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- loading --------------------------------------------------------------------------
+
+    def replay(self, group_id: str, record: Record) -> None:
+        """One record of ``group_id`` (at start-up, or after its append)."""
+        record_type, key, value = record
+        group = self.groups.get(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        if record_type == 3 and value is None:  # ConsumerGroupMetadata tombstone: deleted
+            self.groups.pop(group_id, None)
+            return
+        group.replay(record_type, key, value)
+
+    def start_sessions(self) -> None:
+        """Give every loaded member a full session, as Kafka does after a load."""
+        now = self.clock()
+        for group in self.groups.values():
+            for member_id in group.members:
+                self._session_deadlines[(group.group_id, member_id)] = (
+                    now + self.limits.session_timeout_ms / 1000
+                )
+
+    # -- the heartbeat ----------------------------------------------------------------------
+
+    async def heartbeat(self, hb: Heartbeat) -> HeartbeatAnswer:
+        lock = self._locks.setdefault(hb.group_id, asyncio.Lock())
+        async with lock:
+            try:
+                if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                    return await self._leave(hb)
+                return await self._heartbeat(hb)
+            except HeartbeatError as err:
+                return HeartbeatAnswer(err.code, str(err))
+
+    async def _commit(self, group_id: str, records: list[Record]) -> None:
+        if records:
+            await self.write(group_id, records)
+            for record in records:
+                self.replay(group_id, record)
+
+    def _group(self, hb: Heartbeat) -> ConsumerGroup:
+        group = self.groups.get(hb.group_id)
+        if group is not None:
+            return group
+        if self.is_classic(hb.group_id):
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
+            )
+        if hb.member_epoch != 0:
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found, f"Consumer group {hb.group_id} not found."
+            )
+        return ConsumerGroup(hb.group_id)  # not kept until its first records are replayed
+
+    def _member(
+        self, group: ConsumerGroup, hb: Heartbeat
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
+        """The member the heartbeat speaks for, and the static member it replaces (a static
+        member that left with epoch -2 and rejoins under a new member id takes over its
+        assignment, as Kafka's getOrMaybeSubscribeStaticConsumerGroupMember does)."""
+        static = None if hb.instance_id is None else group.static_member(hb.instance_id)
+        if static is not None and static.member_id != hb.member_id:
+            if hb.member_epoch != 0:
+                raise HeartbeatError(
+                    ErrorCode.fenced_instance_id,
+                    f"Static member {hb.member_id} with instance id {hb.instance_id} was "
+                    f"fenced by member {static.member_id}.",
+                )
+            if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {static.member_id} with instance id {hb.instance_id} is "
+                    "present in the consumer group.",
+                )
+            copy = dataclasses.replace(
+                static, member_id=hb.member_id, member_epoch=0, previous_member_epoch=0
+            )
+            return copy, static
+        member = group.members.get(hb.member_id)
+        if member is None:
+            if hb.member_epoch != 0:
+                raise HeartbeatError(
+                    ErrorCode.unknown_member_id,
+                    f"Member {hb.member_id} is not a member of group {group.group_id}.",
+                )
+            if len(group.members) >= self.limits.max_size:
+                raise HeartbeatError(
+                    ErrorCode.group_max_size_reached,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{self.limits.max_size} members.",
+                )
+            return ConsumerGroupMember(hb.member_id), None
+        epoch, known = hb.member_epoch, member.member_epoch
+        if epoch > known or (
+            epoch < known
+            and (epoch != member.previous_member_epoch or not _subset(hb.owned, member.assigned))
+        ):
+            raise HeartbeatError(
+                ErrorCode.fenced_member_epoch,
+                f"The consumer group member has a {'greater' if epoch > known else 'smaller'} "
+                f"member epoch ({epoch}) than the one known by the group coordinator "
+                f"({known}). The member must abandon all its partitions and rejoin.",
+            )
+        return member, None
+
+    async def _heartbeat(self, hb: Heartbeat) -> HeartbeatAnswer:
+        if hb.server_assignor is not None and hb.server_assignor not in self.limits.assignors:
+            raise HeartbeatError(
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {hb.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.limits.assignors)}.",
+            )
+        group = self._group(hb)
+        member_id = hb.member_id or str(uuid.uuid4())
+        hb = dataclasses.replace(hb, member_id=member_id)
+        member, replaced = self._member(group, hb)
+        records: list[Record] = []
+        previous_target = dict(group.target)
+        if replaced is not None:
+            previous_target[member.member_id] = group.target.get(replaced.member_id, {})
+            previous_target.pop(replaced.member_id, None)
+            records += member_removal_records(group.group_id, replaced.member_id)
+            records.append(member_record(group.group_id, member))
+            records.append(target_member_record(
+                group.group_id, member.member_id, previous_target[member.member_id]
+            ))  # fmt: skip
+            records.append(current_assignment_record(group.group_id, member))
+        is_new = member.member_id not in group.members and replaced is None
+        updated = dataclasses.replace(
+            member,
+            instance_id=hb.instance_id if hb.instance_id is not None else member.instance_id,
+            rack_id=hb.rack_id if hb.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=hb.rebalance_timeout_ms
+            if hb.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            server_assignor=hb.server_assignor
+            if hb.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=hb.subscribed_topic_names
+            if hb.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=(hb.subscribed_topic_regex or None)
+            if hb.subscribed_topic_regex is not None else member.subscribed_topic_regex,
+            client_id=hb.client_id,
+            client_host=hb.client_host,
+            classic_member_metadata=None,
+        )  # fmt: skip
+        bump = False
+        if _subscription(updated) != _subscription(member) or is_new:
+            records.append(member_record(group.group_id, updated))
+            bump = _topics_of(updated) != _topics_of(member)
+        records += self._resolve_regexes(group, updated)
+        topics = self._subscribed(group, updated, records)
+        metadata_hash = _metadata_hash(topics)
+        epoch = group.group_epoch
+        if (
+            bump
+            or metadata_hash != group.metadata_hash
+            or any(r[0] == REGULAR_EXPRESSION for r in records)
+        ):
+            epoch += 1
+            records.append(epoch_record(group.group_id, epoch, metadata_hash))
+            logger.info("consumer group %s: epoch %d", group.group_id, epoch)
+        target_epoch = group.assignment_epoch
+        target = previous_target.get(member.member_id, {})
+        if epoch > group.assignment_epoch:
+            target_epoch = epoch
+            target = self._new_target(group, updated, topics, epoch, previous_target, records)
+        partition_epoch = group.current_partition_epoch
+        try:
+            reconciled = (
+                updated if updated.is_reconciled_to(target_epoch)
+                else reconcile(updated, target_epoch, target, partition_epoch, hb.owned)
+            )  # fmt: skip
+        except UnknownStateError as err:
+            raise HeartbeatError(
+                ErrorCode.fenced_member_epoch,
+                "The consumer group member is in a unknown state. The member must abandon all "
+                "its partitions and rejoin.",
+            ) from err
+        if reconciled != updated or is_new:
+            records.append(current_assignment_record(group.group_id, reconciled))
+        await self._commit(group.group_id, records)
+        self._time_member(group.group_id, reconciled)
+        full = hb.member_epoch == 0 or (
+            hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
+            and hb.owned is not None
+        )  # fmt: skip
+        changed = reconciled.assigned != member.assigned
+        return HeartbeatAnswer(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.limits.heartbeat_interval_ms,
+            assignment=reconciled.assigned if full or changed else None,
+        )
+
+    def _topic_ids(self) -> Callable[[str], str | None]:
+        return self.ctx.manager.topic_id
+
+    def _subscribed(
+        self, group: ConsumerGroup, updated: ConsumerGroupMember, records: list[Record]
+    ) -> dict[str, tuple[str, int]]:
+        """The topics the group subscribes to with the member's update: name -> (id, count),
+        only topics that exist and have an ID."""
+        names = set()
+        for m in group.members.values():
+            if m.member_id != updated.member_id:
+                names |= _member_topics(group, m, records)
+        names |= _member_topics(group, updated, records)
+        known = self.ctx.manager.topics()
+        out = {}
+        for name in sorted(names):
+            topic_id = self._topic_ids()(name) if name in known else None
+            if topic_id is not None:
+                out[name] = (topic_id, known[name])
+        return out
+
+    def _resolve_regexes(self, group: ConsumerGroup, updated: ConsumerGroupMember) -> list[Record]:
+        """A regular expression is resolved against the topics when a member first uses it and
+        whenever topics came or went since; a changed answer is a record (and a new epoch)."""
+        wanted = {m.subscribed_topic_regex for m in group.members.values()}
+        wanted.add(updated.subscribed_topic_regex)
+        wanted.discard(None)
+        known = self.ctx.manager.topics()
+        records: list[Record] = []
+        for regex in sorted(w for w in wanted if w is not None):
+            try:
+                pattern = re.compile(regex)
+            except re.error as err:
+                raise HeartbeatError(
+                    ErrorCode.invalid_regular_expression,
+                    f"SubscribedTopicRegex {regex} is invalid: {err}",
+                ) from err
+            topics = tuple(
+                sorted(t for t in known if not t.startswith("__") and pattern.fullmatch(t))
+            )
+            stored = group.regexes.get(regex)
+            if stored is None or stored[0] != topics:
+                version = (stored[1] + 1) if stored is not None else 0
+                key = {"groupId": group.group_id, "regularExpression": regex}
+                value = {
+                    "topics": list(topics),
+                    "version": version,
+                    "timestamp": int(time.time() * 1000),
+                }
+                records.append((REGULAR_EXPRESSION, key, value))
+        return records
+
+    def _new_target(
+        self,
+        group: ConsumerGroup,
+        updated: ConsumerGroupMember,
+        topics: dict[str, tuple[str, int]],
+        epoch: int,
+        previous_target: Mapping[str, Mapping[str, frozenset[int]]],
+        records: list[Record],
+    ) -> Mapping[str, frozenset[int]]:
+        members = {m.member_id: m for m in group.members.values()}
+        members[updated.member_id] = updated
+        for r in records:  # a static member replaced in this heartbeat is gone
+            if r[0] == MEMBER_METADATA and r[2] is None:
+                members.pop(r[1]["memberId"], None)
+        ids = {name: tid for name, (tid, _) in topics.items()}
+        specs = [
+            MemberSpec(
+                m.member_id, m.instance_id,
+                frozenset(ids[t] for t in _member_topics(group, m, records) if t in ids),
+                previous_target.get(m.member_id, {}),
+            )
+            for m in members.values()
+        ]  # fmt: skip
+        chosen = self._assignor(members.values())
+        counts = {tid: count for tid, count in topics.values()}
+        target = assign(chosen, specs, counts)
+        for member_id, assignment in sorted(target.items()):
+            if (
+                dict(previous_target.get(member_id, {})) != assignment
+                or member_id not in group.target
+            ):
+                records.append(target_member_record(group.group_id, member_id, assignment))
+        records.append(target_metadata_record(group.group_id, epoch, int(time.time() * 1000)))
+        return target.get(updated.member_id, {})
+
+    def assignor_of(self, group: ConsumerGroup) -> str:
+        """The assignor the group's target is computed with."""
+        return self._assignor(group.members.values())
+
+    def _assignor(self, members: Any) -> str:
+        """The assignor most members ask for; the first of group.consumer.assignors if none
+        asks (Kafka's ConsumerGroup.computePreferredServerAssignor)."""
+        asked: dict[str, int] = {}
+        for m in members:
+            if m.server_assignor is not None:
+                asked[m.server_assignor] = asked.get(m.server_assignor, 0) + 1
+        if asked:
+            return max(sorted(asked), key=lambda name: asked[name])
+        return self.limits.assignors[0] if self.limits.assignors else UNIFORM
+
+    # -- offsets: who may commit and fetch (Kafka's ConsumerGroup.validateOffsetCommit/Fetch) --
+
+    def commit_error(
+        self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int,
+        transactional: bool = False,
+    ) -> ErrorCode | None:  # fmt: skip
+        """Why a commit to ``group`` is refused, or None: an epoch below 0 commits only to an
+        empty group (an admin or a consumer outside the group), a member must be known, use
+        OffsetCommit v9 or later, and name its current epoch."""
+        if member_epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if not transactional and version < 9:
+            return ErrorCode.unsupported_version
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def fetch_error(
+        self, group: ConsumerGroup, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """Why an OffsetFetch naming a member is refused, or None (no member: an admin)."""
+        if member_id is None and member_epoch < 0:
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    # -- leaving, fencing, timers -----------------------------------------------------------------
+
+    async def _leave(self, hb: Heartbeat) -> HeartbeatAnswer:
+        group = self.groups.get(hb.group_id)
+        if group is None:
+            raise HeartbeatError(
+                ErrorCode.group_id_not_found, f"Consumer group {hb.group_id} not found."
+            )
+        member = group.members.get(hb.member_id)
+        if hb.instance_id is not None:
+            member = group.static_member(hb.instance_id)
+            if member is None:
+                raise HeartbeatError(
+                    ErrorCode.unknown_member_id, f"Instance id {hb.instance_id} is unknown."
+                )
+            if member.member_id != hb.member_id:
+                raise HeartbeatError(
+                    ErrorCode.fenced_instance_id,
+                    f"Instance id {hb.instance_id} is used by another member.",
+                )
+            if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                leaving = dataclasses.replace(
+                    member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={}
+                )
+                await self._commit(
+                    group.group_id, [current_assignment_record(group.group_id, leaving)]
+                )
+                self._forget_timers(group.group_id, member.member_id)
+                return HeartbeatAnswer(
+                    member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                )
+        if member is None:
+            raise HeartbeatError(
+                ErrorCode.unknown_member_id,
+                f"Member {hb.member_id} is not a member of group {hb.group_id}.",
+            )
+        logger.info("member %s left consumer group %s", member.member_id, group.group_id)
+        await self.fence(group, member.member_id)
+        return HeartbeatAnswer(member_id=hb.member_id, member_epoch=hb.member_epoch)
+
+    async def fence(self, group: ConsumerGroup, member_id: str) -> None:
+        """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember); the
+        next heartbeat computes the target assignment without it."""
+        records = member_removal_records(group.group_id, member_id)
+        rest = [m for m in group.members.values() if m.member_id != member_id]
+        names = set().union(*(_member_topics(group, m, []) for m in rest)) if rest else set()
+        known = self.ctx.manager.topics()
+        topics = {n: (tid, known[n]) for n in sorted(names) if n in known
+                  for tid in [self._topic_ids()(n)] if tid is not None}  # fmt: skip
+        records.append(epoch_record(group.group_id, group.group_epoch + 1, _metadata_hash(topics)))
+        await self._commit(group.group_id, records)
+        self._forget_timers(group.group_id, member_id)
+
+    def _time_member(self, group_id: str, member: ConsumerGroupMember) -> None:
+        now = self.clock()
+        key = (group_id, member.member_id)
+        self._session_deadlines[key] = now + self.limits.session_timeout_ms / 1000
+        if member.pending_revocation:
+            old = self._revocation_deadlines.get(key)
+            if old is None or old[1] != member.member_epoch:
+                timeout = max(member.rebalance_timeout_ms, 0) / 1000
+                self._revocation_deadlines[key] = (now + timeout, member.member_epoch)
+        else:
+            self._revocation_deadlines.pop(key, None)
+
+    def _forget_timers(self, group_id: str, member_id: str) -> None:
+        self._session_deadlines.pop((group_id, member_id), None)
+        self._revocation_deadlines.pop((group_id, member_id), None)
+
+    def next_deadline(self) -> float | None:
+        deadlines = [*self._session_deadlines.values()]
+        deadlines += [d for d, _ in self._revocation_deadlines.values()]
+        return min(deadlines, default=None)
+
+    async def expire(self) -> list[tuple[str, str]]:
+        """Fence every member whose session or revocation time ran out; who was fenced."""
+        now = self.clock()
+        due = {k for k, d in self._session_deadlines.items() if d <= now}
+        due |= {k for k, (d, _) in self._revocation_deadlines.items() if d <= now}
+        fenced = []
+        for group_id, member_id in sorted(due):
+            lock = self._locks.setdefault(group_id, asyncio.Lock())
+            async with lock:
+                group = self.groups.get(group_id)
+                if group is None or member_id not in group.members:
+                    self._forget_timers(group_id, member_id)
+                    continue
+                if group.members[member_id].member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    self._forget_timers(group_id, member_id)
+                    continue
+                await self.fence(group, member_id)
+                fenced.append((group_id, member_id))
+        return fenced
+
+
+def _subset(owned: OwnedPartitions, assigned: Mapping[str, frozenset[int]]) -> bool:
+    if owned is None:
+        return False
+    return all(parts <= assigned.get(topic, frozenset()) for topic, parts in owned.items())
+
+
+def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
+    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)  # fmt: skip
+
+
+def _topics_of(m: ConsumerGroupMember) -> tuple[object, ...]:
+    return (
+        frozenset(m.subscribed_topic_names),
+        m.subscribed_topic_regex,
+        m.server_assignor,
+        m.rack_id,
+    )
+
+
+def _member_topics(group: ConsumerGroup, m: ConsumerGroupMember, records: list[Record]) -> set[str]:
+    """A member's topics: its names, and what its regular expression resolves to (in this
+    heartbeat's records if it was resolved just now)."""
+    out = set(m.subscribed_topic_names)
+    regex = m.subscribed_topic_regex
+    if regex is not None:
+        fresh = [
+            r for r in records if r[0] == REGULAR_EXPRESSION and r[1]["regularExpression"] == regex
+        ]
+        if fresh and fresh[-1][2] is not None:
+            out.update(fresh[-1][2]["topics"])
+        elif regex in group.regexes:
+            out.update(group.regexes[regex][0])
+    return out
+
+
+def _metadata_hash(topics: Mapping[str, tuple[str, int]]) -> int:
+    """A hash of the subscribed topics (name, ID, partition count): when it changes the group
+    epoch is bumped and the target recomputed (KIP-1101's MetadataHash; 0 for no topics)."""
+    if not topics:
+        return 0
+    text = ";".join(f"{n}:{tid}:{count}" for n, (tid, count) in sorted(topics.items()))
+    return int.from_bytes(
+        hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True
+    )

@@ -1,0 +1,330 @@
+"""KIP-848 consumer groups on ``kafkalog serve``, at the protocol: ConsumerGroupHeartbeat's
+epochs, revocation before assignment, fencing, session and revocation timeouts, the state
+reloaded from ``__consumer_offsets`` after a restart, OffsetCommit v9's member epoch, and the
+records in Kafka's formats. (The Java consumer with ``group.protocol=consumer`` is in
+test_server_java_consumer_groups.py.)"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkalog import LogManager
+from kafkalog.protocol.api_keys import ApiKey
+from kafkalog.protocol.wire import make, payload_module
+from kafkalog.records.coordinator import decode
+from kafkalog.records.memory_records import MemoryRecords
+from kafkalog.server import serve
+from kafkalog.types import OFFSETS_TOPIC, uuid_string
+from server_helpers import MS, decode_response, frame, read_frame, request_module
+
+pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(120)]
+
+HB, DESCRIBE = ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE
+
+
+class Client:
+    """One connection speaking raw requests."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        self.correlation = 0
+
+    def call(self, api: int, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(frame(api, version, body, self.correlation))
+        return decode_response(api, version, read_frame(self.sock), header_v1=True)
+
+    def heartbeat(
+        self,
+        group: str,
+        member: str,
+        epoch: int,
+        *,
+        topics: tuple[str, ...] | None = None,
+        owned: dict[str, set[int]] | None = None,
+        rebalance_timeout: int = -1,
+        regex: str | None = None,
+        assignor: str | None = None,
+        instance: str | None = None,
+        version: int = 1,
+    ) -> Any:
+        mod = request_module(HB, version)
+        parts = None
+        if owned is not None:
+            parts = tuple(
+                make(mod, "TopicPartitions", topic_id=_wire(t), partitions=tuple(sorted(ps)))
+                for t, ps in owned.items()
+            )
+        extra = {"subscribed_topic_regex": regex} if version >= 1 else {}
+        body = make(
+            mod, "ConsumerGroupHeartbeatRequest", group_id=group, member_id=member,
+            member_epoch=epoch, instance_id=instance, rack_id=None,
+            rebalance_timeout=rebalance_timeout * MS, subscribed_topic_names=topics,
+            server_assignor=assignor, topic_partitions=parts, **extra,
+        )  # fmt: skip
+        return self.call(HB, version, body)
+
+    def join(self, group: str, member: str, topics: tuple[str, ...], **kw: Any) -> Any:
+        return self.heartbeat(group, member, 0, topics=topics, owned={}, rebalance_timeout=30_000,
+                              **kw)  # fmt: skip
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _wire(topic_id: str) -> uuid.UUID:
+    from kafkalog.types import uuid_bytes
+
+    return uuid.UUID(bytes=uuid_bytes(topic_id))
+
+
+def assigned(response: Any) -> dict[str, set[int]] | None:
+    if response.assignment is None:
+        return None
+    return {
+        uuid_string(tp.topic_id.bytes): set(tp.partitions)
+        for tp in response.assignment.topic_partitions
+    }
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[tuple[Any, Client]]:
+    overrides = {"group.consumer.heartbeat.interval.ms": "500"}
+    with serve(tmp_path, overrides=overrides) as server:
+        assert server.manager is not None
+        server.manager.create_topic("t", 4)
+        client = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        yield server, client
+        client.close()
+
+
+def _tid(server: Any, topic: str = "t") -> str:
+    topic_id = server.manager.topic_id(topic)
+    assert topic_id is not None
+    return str(topic_id)
+
+
+def test_a_second_member_gets_partitions_only_after_the_first_revokes_them(
+    broker: tuple[Any, Client],
+) -> None:
+    """Kafka's reconciliation: the first member keeps two of its four partitions while it
+    revokes the other two (it is never told to drop everything); the second is at the new
+    epoch with nothing until they are released, then gets exactly those two."""
+    server, c = broker
+    t = _tid(server)
+    a = c.join("g", "a", ("t",))
+    assert (a.error_code, a.member_epoch, assigned(a)) == (ErrorCode.none, 1, {t: {0, 1, 2, 3}})
+    assert a.heartbeat_interval == 500 * MS
+    b = c.join("g", "b", ("t",))
+    assert (b.error_code, b.member_epoch, assigned(b)) == (ErrorCode.none, 2, {})
+    # a, still at epoch 1, is told to keep two: the others are pending revocation
+    a = c.heartbeat("g", "a", 1, owned={t: {0, 1, 2, 3}})
+    assert (a.member_epoch, assigned(a)) == (1, {t: {0, 1}})
+    again = c.heartbeat("g", "a", 1, owned={t: {0, 1, 2, 3}})  # not revoked yet: no change
+    assert (again.member_epoch, assigned(again)) == (1, None)
+    b = c.heartbeat("g", "b", 2, owned={})
+    assert (b.member_epoch, assigned(b)) == (2, None)  # still unreleased
+    a = c.heartbeat("g", "a", 1, owned={t: {0, 1}})
+    assert (a.error_code, a.member_epoch) == (ErrorCode.none, 2)
+    b = c.heartbeat("g", "b", 2, owned={})
+    assert (b.member_epoch, assigned(b)) == (2, {t: {2, 3}})
+    described = describe(c, "g")
+    assert (described.group_state, described.group_epoch, described.assignment_epoch) == (
+        "Stable", 2, 2,
+    )  # fmt: skip
+    members = {m.member_id: m for m in described.members}
+    assert {m: sorted(p for tp in v.assignment.topic_partitions for p in tp.partitions)
+            for m, v in members.items()} == {"a": [0, 1], "b": [2, 3]}  # fmt: skip
+    assert described.assignor_name == "uniform"
+
+
+def describe(c: Client, group: str) -> Any:
+    mod = request_module(DESCRIBE, 1)
+    body = make(mod, "ConsumerGroupDescribeRequest", group_ids=(group,),
+                include_authorized_operations=False)  # fmt: skip
+    return c.call(DESCRIBE, 1, body).groups[0]
+
+
+def test_epochs_are_checked_and_requests_validated(broker: tuple[Any, Client]) -> None:
+    server, c = broker
+    t = _tid(server)
+    assert c.join("g", "a", ("t",)).member_epoch == 1
+    ahead = c.heartbeat("g", "a", 5, owned={t: {0}})
+    assert ahead.error_code == ErrorCode.fenced_member_epoch and ahead.member_epoch == -1
+    assert c.heartbeat("g", "nobody", 1).error_code == ErrorCode.unknown_member_id
+    assert c.heartbeat("nothing", "a", 1).error_code == ErrorCode.group_id_not_found
+    invalid = {
+        "GroupId can't be empty.": c.join("", "a", ("t",)),
+        "MemberId can't be empty.": c.join("g", "", ("t",)),
+        "RebalanceTimeoutMs must be provided in first request.":
+            c.heartbeat("g", "x", 0, topics=("t",), owned={}),
+        "TopicPartitions must be empty when (re-)joining.":
+            c.heartbeat("g", "x", 0, topics=("t",), owned={t: {1}}, rebalance_timeout=1000),
+        "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.":
+            c.heartbeat("g", "x", 0, owned={}, rebalance_timeout=1000),
+        "MemberEpoch is invalid: -3.": c.heartbeat("g", "a", -3),
+    }  # fmt: skip
+    for message, response in invalid.items():
+        assert (response.error_code, response.error_message) == (ErrorCode.invalid_request, message)
+    unknown = c.join("g", "y", ("t",), assignor="sticky")
+    assert unknown.error_code == ErrorCode.unsupported_assignor
+    # a lost answer: the previous epoch with a subset of the assignment is still accepted
+    b = c.join("g", "b", ("t",))
+    assert b.member_epoch == 2
+    a = c.heartbeat("g", "a", 1, owned={t: {0, 1}})
+    assert a.error_code == ErrorCode.none and a.member_epoch == 2
+    late = c.heartbeat("g", "a", 1, owned={t: {0, 1}})
+    assert late.error_code == ErrorCode.none and late.member_epoch == 2
+
+
+def test_a_member_that_leaves_is_removed_and_the_rest_take_its_partitions(
+    broker: tuple[Any, Client],
+) -> None:
+    server, c = broker
+    t = _tid(server)
+    c.join("g", "a", ("t",))
+    c.join("g", "b", ("t",))
+    c.heartbeat("g", "a", 1, owned={t: {0, 1}})
+    left = c.heartbeat("g", "b", -1)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    a = c.heartbeat("g", "a", 2, owned={t: {0, 1}})
+    assert (a.member_epoch, assigned(a)) == (3, {t: {0, 1, 2, 3}})
+    assert [m.member_id for m in describe(c, "g").members] == ["a"]
+
+
+def test_a_member_silent_past_its_session_is_fenced(tmp_path: Path) -> None:
+    overrides = {"group.consumer.session.timeout.ms": "1500"}
+    with serve(tmp_path, overrides=overrides) as server:
+        assert server.manager is not None
+        server.manager.create_topic("t", 2)
+        c = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        t = _tid(server)
+        c.join("g", "a", ("t",))
+        c.join("g", "b", ("t",))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # a keeps heartbeating; b goes quiet
+            a = c.heartbeat("g", "a", _epoch(c, "g", "a"), owned=_owned(c, "g", "a"))
+            assert a.error_code == ErrorCode.none
+            if assigned(a) == {t: {0, 1}}:
+                break
+            time.sleep(0.3)
+        described = describe(c, "g")
+        assert [m.member_id for m in described.members] == ["a"]
+        assert c.heartbeat("g", "b", 2).error_code == ErrorCode.unknown_member_id
+        c.close()
+
+
+def _epoch(c: Client, group: str, member: str) -> int:
+    return next(m.member_epoch for m in describe(c, group).members if m.member_id == member)
+
+
+def _owned(c: Client, group: str, member: str) -> dict[str, set[int]]:
+    m = next(m for m in describe(c, group).members if m.member_id == member)
+    return {
+        uuid_string(tp.topic_id.bytes): set(tp.partitions) for tp in m.assignment.topic_partitions
+    }
+
+
+def test_a_restart_loads_the_group_from_its_records_in_kafkas_format(tmp_path: Path) -> None:
+    """The group's epoch, members and assignments come back from ``__consumer_offsets``; the
+    records are Kafka's types, in Kafka's order for a join."""
+    with serve(tmp_path) as server:
+        assert server.manager is not None
+        server.manager.create_topic("t", 4)
+        c = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        t = _tid(server)
+        c.join("g", "a", ("t",))
+        c.join("g", "b", ("t",))
+        c.heartbeat("g", "a", 1, owned={t: {0, 1}})
+        c.heartbeat("g", "b", 2, owned={})
+        before = describe(c, "g")
+        c.close()
+    with serve(tmp_path) as server:
+        c = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        after = describe(c, "g")
+        assert after == before
+        b = c.heartbeat("g", "b", 2, owned={t: {2, 3}})
+        assert (b.error_code, b.member_epoch) == (ErrorCode.none, 2)
+        c.close()
+    manager = LogManager(tmp_path)
+    try:
+        types = []
+        for log in (manager.get_log(OFFSETS_TOPIC, p) for p in range(50)):
+            info = log.read(log.log_start_offset, 1 << 20) if log.log_end_offset else None
+            if info is None or info.records is None:
+                continue
+            for batch in MemoryRecords(info.records.read()).batches():
+                for record in batch:
+                    r = decode("offsets", record.key, record.value)
+                    types.append((r.record_type, None if r.key is None else r.key.get("memberId")))
+    finally:
+        manager.close()
+    # a's join: subscription, epoch, target member + metadata, current assignment
+    assert types[:5] == [(5, "a"), (3, None), (7, "a"), (6, None), (8, "a")]
+
+
+def test_offset_commit_v9_checks_the_member_epoch(broker: tuple[Any, Client]) -> None:
+    _server, c = broker
+    c.join("g", "a", ("t",))
+
+    def commit(member: str, epoch: int, version: int = 9) -> ErrorCode:
+        mod = request_module(ApiKey.OFFSET_COMMIT, version)
+        part = make(mod, "OffsetCommitRequestPartition", partition_index=0, committed_offset=5,
+                    committed_leader_epoch=-1, committed_metadata="")  # fmt: skip
+        body = make(
+            mod, "OffsetCommitRequest", group_id="g", generation_id_or_member_epoch=epoch,
+            member_id=member, group_instance_id=None,
+            topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(part,)),),
+        )  # fmt: skip
+        return c.call(ApiKey.OFFSET_COMMIT, version, body).topics[0].partitions[0].error_code
+
+    assert commit("a", 0) == ErrorCode.stale_member_epoch
+    assert commit("z", 1) == ErrorCode.unknown_member_id
+    assert commit("a", 1, version=8) == ErrorCode.unsupported_version
+    assert commit("a", 1) == ErrorCode.none
+    mod = request_module(ApiKey.OFFSET_FETCH, 9)
+    group = make(mod, "OffsetFetchRequestGroup", group_id="g", member_id="a", member_epoch=0,
+                 topics=None)  # fmt: skip
+    body = make(mod, "OffsetFetchRequest", groups=(group,), require_stable=False)
+    assert c.call(ApiKey.OFFSET_FETCH, 9, body).groups[0].error_code == ErrorCode.stale_member_epoch
+    group = make(mod, "OffsetFetchRequestGroup", group_id="g", member_id="a", member_epoch=1,
+                 topics=None)  # fmt: skip
+    body = make(mod, "OffsetFetchRequest", groups=(group,), require_stable=False)
+    fetched = c.call(ApiKey.OFFSET_FETCH, 9, body).groups[0]
+    assert fetched.error_code == ErrorCode.none
+    assert fetched.topics[0].partitions[0].committed_offset == 5
+
+
+def test_list_groups_shows_consumer_and_classic_groups_by_type(broker: tuple[Any, Client]) -> None:
+    _server, c = broker
+    c.join("modern", "a", ("t",))
+    mod = payload_module(ApiKey.LIST_GROUPS, 5, False)
+    body = make(mod, "ListGroupsRequest", states_filter=(), types_filter=("consumer",))
+    listed = c.call(ApiKey.LIST_GROUPS, 5, body).groups
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed] == [
+        ("modern", "consumer", "Stable", "consumer")
+    ]
+    body = make(mod, "ListGroupsRequest", states_filter=(), types_filter=("classic",))
+    assert c.call(ApiKey.LIST_GROUPS, 5, body).groups == ()
+
+
+def test_metadata_by_topic_id_with_the_empty_name_the_java_client_sends(
+    broker: tuple[Any, Client],
+) -> None:
+    """A consumer told its assignment by topic ID asks Metadata for that ID with the name
+    left "" (not null): the ID is what counts, as in KafkaApis."""
+    server, c = broker
+    mod = request_module(ApiKey.METADATA, 12)
+    ask = make(mod, "MetadataRequestTopic", topic_id=_wire(_tid(server)), name="")
+    body = make(mod, "MetadataRequest", topics=(ask,), allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False)  # fmt: skip
+    (topic,) = c.call(ApiKey.METADATA, 12, body).topics
+    assert (topic.error_code, topic.name, len(topic.partitions)) == (ErrorCode.none, "t", 4)
