@@ -129,3 +129,20 @@ def _as_read(fields: Any, values: dict[str, Any]) -> dict[str, Any]:
             value = [_as_read(kind, item) for item in value]
         out[name] = value
     return out
+
+
+def test_a_consumer_group_member_is_the_bytes_kafka_4_3_1_wrote() -> None:
+    """ConsumerGroupMemberMetadataValue as Kafka 4.3.1's broker wrote it (copied from its
+    ``__consumer_offsets``): a member of the consumer protocol has no classic metadata, and
+    Kafka's generated code still writes that tagged struct, as null (presence varint 0)."""
+    kafka = b"\x00\x00\x00\x00\x05test\x0b/127.0.0.1\x02\x03cg\x01\x00\x00u0\x00\x01\x00\x01\x00"
+    values = {
+        "instanceId": None, "rackId": None, "clientId": "test", "clientHost": "/127.0.0.1",
+        "subscribedTopicNames": ["cg"], "subscribedTopicRegex": "", "rebalanceTimeoutMs": 30000,
+        "serverAssignor": None, "classicMemberMetadata": None,
+    }  # fmt: skip
+    assert encode_versioned("ConsumerGroupMemberMetadataValue", 0, values) == kafka
+    key = encode_key("ConsumerGroupMemberMetadataKey", {"groupId": "g", "memberId": "a"})
+    record = decode("offsets", key, kafka)
+    assert record.record_type == 5 and record.key == {"groupId": "g", "memberId": "a"}
+    assert record.value == {k: v for k, v in values.items() if k != "classicMemberMetadata"}

@@ -67,7 +67,7 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
+    subscribed_topic_regex: str = ""  # "": none, as Kafka keeps it
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     classic_member_metadata: Mapping[str, Any] | None = None  # kept as read, for Kafka
@@ -120,14 +120,14 @@ class ConsumerGroup:
         out: set[str] = set()
         for m in self.members.values():
             out.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex is not None and m.subscribed_topic_regex in self.regexes:
+            if m.subscribed_topic_regex and m.subscribed_topic_regex in self.regexes:
                 out.update(self.regexes[m.subscribed_topic_regex][0])
         return out
 
     def member_topics(self, member: ConsumerGroupMember) -> set[str]:
         out = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
-        if regex is not None and regex in self.regexes:
+        if regex and regex in self.regexes:
             out.update(self.regexes[regex][0])
         return out
 
@@ -197,7 +197,7 @@ class ConsumerGroup:
                 client_id=value["clientId"],
                 client_host=value["clientHost"],
                 subscribed_topic_names=tuple(value["subscribedTopicNames"] or ()),
-                subscribed_topic_regex=value["subscribedTopicRegex"],
+                subscribed_topic_regex=value["subscribedTopicRegex"] or "",
                 rebalance_timeout_ms=value["rebalanceTimeoutMs"],
                 server_assignor=value["serverAssignor"],
                 classic_member_metadata=value.get("classicMemberMetadata"),

@@ -267,7 +267,7 @@ class ConsumerGroups:
             if hb.server_assignor is not None else member.server_assignor,
             subscribed_topic_names=hb.subscribed_topic_names
             if hb.subscribed_topic_names is not None else member.subscribed_topic_names,
-            subscribed_topic_regex=(hb.subscribed_topic_regex or None)
+            subscribed_topic_regex=hb.subscribed_topic_regex
             if hb.subscribed_topic_regex is not None else member.subscribed_topic_regex,
             client_id=hb.client_id,
             client_host=hb.client_host,
@@ -348,10 +348,10 @@ class ConsumerGroups:
         whenever topics came or went since; a changed answer is a record (and a new epoch)."""
         wanted = {m.subscribed_topic_regex for m in group.members.values()}
         wanted.add(updated.subscribed_topic_regex)
-        wanted.discard(None)
+        wanted.discard("")
         known = self.ctx.manager.topics()
         records: list[Record] = []
-        for regex in sorted(w for w in wanted if w is not None):
+        for regex in sorted(wanted):
             try:
                 pattern = re.compile(regex)
             except re.error as err:
@@ -577,7 +577,7 @@ def _member_topics(group: ConsumerGroup, m: ConsumerGroupMember, records: list[R
     heartbeat's records if it was resolved just now)."""
     out = set(m.subscribed_topic_names)
     regex = m.subscribed_topic_regex
-    if regex is not None:
+    if regex:
         fresh = [
             r for r in records if r[0] == REGULAR_EXPRESSION and r[1]["regularExpression"] == regex
         ]

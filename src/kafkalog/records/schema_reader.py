@@ -71,10 +71,10 @@ class SchemaReader:
 
     def value(self, kind: Any, version: int) -> Any:
         """One field's value; a tuple of fields is an array of structs, ``{"struct": fields}``
-        one struct, after its presence byte (-1: null), as Kafka's generated code writes a
-        nullable struct."""
+        one struct, after its presence byte (-1, or 0 in a tagged field: null), as Kafka's
+        generated code writes a nullable struct."""
         if isinstance(kind, dict):
-            return None if self.fixed("int8") < 0 else self.struct(kind["struct"], version)
+            return None if self.fixed("int8") <= 0 else self.struct(kind["struct"], version)
         if isinstance(kind, tuple):
             n = self.length(True)
             return None if n < 0 else [self.struct(kind, version) for _ in range(n)]

@@ -78,6 +78,14 @@ class SchemaWriter:
             value = values.get(name, default)
             if tag is None:
                 self.value(name, kind, version, value)
+            elif isinstance(kind, dict):
+                # a tagged struct: Kafka's generated code compares it with an empty struct,
+                # so a null one is written (presence varint 0) and a present one after 1
+                inner = SchemaWriter(self.flexible)
+                inner.out.append(0 if value is None else 1)
+                if value is not None:
+                    inner.struct(kind["struct"], version, value)
+                tagged.append((tag, bytes(inner.out)))
             elif value != default:
                 inner = SchemaWriter(self.flexible)
                 inner.value(name, kind, version, value)

@@ -57,7 +57,8 @@ def _invalid(body: Any, version: int) -> str | None:
             return "RebalanceTimeoutMs must be provided in first request."
         if body.topic_partitions is None or body.topic_partitions:
             return "TopicPartitions must be empty when (re-)joining."
-        if body.subscribed_topic_names is None and body.subscribed_topic_regex is None:
+        regex = getattr(body, "subscribed_topic_regex", None)  # v1 on
+        if body.subscribed_topic_names is None and regex is None:
             return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
     elif epoch in (-1, -2):
         if not body.member_id:
