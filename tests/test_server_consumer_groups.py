@@ -23,7 +23,7 @@ from kafkalog.records.coordinator import decode
 from kafkalog.records.memory_records import MemoryRecords
 from kafkalog.server import serve
 from kafkalog.types import OFFSETS_TOPIC, uuid_string
-from server_helpers import MS, decode_response, frame, read_frame, request_module
+from server_helpers import MS, decode_response, frame, is_flexible, read_frame, request_module
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.timeout(120)]
 
@@ -40,7 +40,8 @@ class Client:
     def call(self, api: int, version: int, body: Any) -> Any:
         self.correlation += 1
         self.sock.sendall(frame(api, version, body, self.correlation))
-        return decode_response(api, version, read_frame(self.sock), header_v1=True)
+        flexible = is_flexible(api, version)
+        return decode_response(api, version, read_frame(self.sock), header_v1=flexible)
 
     def heartbeat(
         self,
@@ -328,3 +329,60 @@ def test_metadata_by_topic_id_with_the_empty_name_the_java_client_sends(
                 include_topic_authorized_operations=False)  # fmt: skip
     (topic,) = c.call(ApiKey.METADATA, 12, body).topics
     assert (topic.error_code, topic.name, len(topic.partitions)) == (ErrorCode.none, "t", 4)
+
+
+def _commit(c: Client, group: str, topic: str, member: str = "", epoch: int = -1) -> ErrorCode:
+    mod = request_module(ApiKey.OFFSET_COMMIT, 9)
+    part = make(mod, "OffsetCommitRequestPartition", partition_index=0, committed_offset=1,
+                committed_leader_epoch=-1, committed_metadata="")  # fmt: skip
+    body = make(
+        mod, "OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=epoch,
+        member_id=member, group_instance_id=None,
+        topics=(make(mod, "OffsetCommitRequestTopic", name=topic, partitions=(part,)),),
+    )  # fmt: skip
+    return c.call(ApiKey.OFFSET_COMMIT, 9, body).topics[0].partitions[0].error_code
+
+
+def test_delete_groups_offset_delete_and_join_group_respect_a_live_consumer_group(
+    broker: tuple[Any, Client],
+) -> None:
+    """A consumer group with members is not deleted (NON_EMPTY_GROUP), keeps the offsets of
+    the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and refuses a classic member
+    (INCONSISTENT_GROUP_PROTOCOL); once empty it is deleted, its records tombstoned."""
+    server, c = broker
+    server.manager.create_topic("u", 1)
+    assert c.join("g", "a", ("t",)).member_epoch == 1
+    assert _commit(c, "g", "t", "a", 1) == ErrorCode.none
+    assert _commit(c, "g", "u", "a", 1) == ErrorCode.none
+
+    def delete_groups() -> ErrorCode:
+        mod = request_module(ApiKey.DELETE_GROUPS, 2)
+        body = make(mod, "DeleteGroupsRequest", groups_names=("g",))
+        return c.call(ApiKey.DELETE_GROUPS, 2, body).results[0].error_code
+
+    def offset_delete(topic: str) -> ErrorCode:
+        mod = request_module(ApiKey.OFFSET_DELETE, 0)
+        part = make(mod, "OffsetDeleteRequestPartition", partition_index=0)
+        ask = make(mod, "OffsetDeleteRequestTopic", name=topic, partitions=(part,))
+        body = make(mod, "OffsetDeleteRequest", group_id="g", topics=(ask,))
+        response = c.call(ApiKey.OFFSET_DELETE, 0, body)
+        return response.error_code or response.topics[0].partitions[0].error_code
+
+    def join_classic() -> ErrorCode:
+        mod = request_module(ApiKey.JOIN_GROUP, 9)
+        protocol = make(mod, "JoinGroupRequestProtocol", name="range", metadata=b"")
+        body = make(mod, "JoinGroupRequest", group_id="g", session_timeout=10_000 * MS,
+                    rebalance_timeout=10_000 * MS, member_id="", group_instance_id=None,
+                    protocol_type="consumer", protocols=(protocol,), reason=None)  # fmt: skip
+        return c.call(ApiKey.JOIN_GROUP, 9, body).error_code
+
+    assert delete_groups() == ErrorCode.non_empty_group
+    assert offset_delete("t") == ErrorCode.group_subscribed_to_topic
+    assert offset_delete("u") == ErrorCode.none
+    assert join_classic() == ErrorCode.inconsistent_group_protocol
+    assert c.heartbeat("g", "a", -1).error_code == ErrorCode.none
+    assert delete_groups() == ErrorCode.none
+    assert describe(c, "g").error_code == ErrorCode.group_id_not_found
+    assert delete_groups() == ErrorCode.group_id_not_found
+    # a new group of the same name starts from epoch 1 again
+    assert c.join("g", "b", ("t",)).member_epoch == 1

@@ -541,6 +541,11 @@ def test_which_offsets_expire_follows_kip_211() -> None:
         emptied = group.emptied_at_ms
         assert expired_offsets(group, emptied + 7 * day - 1, 7 * day) == []
         assert expired_offsets(group, emptied + 7 * day, 7 * day) == [("a", 0), ("b", 0)]
+        # a KIP-848 consumer group: by commit time, never a topic its members subscribe to
+        holder = _group()
+        holder.offsets = {("a", 0): committed(0), ("b", 0): committed(0), ("c", 0): committed(day)}
+        assert expired_offsets(holder, 7 * day, 7 * day, {"a"}) == [("b", 0)]
+        assert expired_offsets(holder, 8 * day, 7 * day, set()) == [("a", 0), ("b", 0), ("c", 0)]
 
     asyncio.run(scenario())
 

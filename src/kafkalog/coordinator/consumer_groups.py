@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,11 +27,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kafkalog.coordinator.assignors import ASSIGNOR_CLASSES, UNIFORM, MemberSpec, assign
+from kafkalog.coordinator.assignors import ASSIGNOR_CLASSES, UNIFORM
 from kafkalog.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    MEMBER_METADATA,
     REGULAR_EXPRESSION,
     ConsumerGroup,
     ConsumerGroupMember,
@@ -42,11 +39,21 @@ from kafkalog.coordinator.consumer_group import (
     UnknownStateError,
     current_assignment_record,
     epoch_record,
+    group_removal_records,
     member_record,
     member_removal_records,
     reconcile,
     target_member_record,
-    target_metadata_record,
+)
+from kafkalog.coordinator.consumer_subscriptions import (
+    InvalidRegexError,
+    metadata_hash,
+    new_target,
+    resolve_regexes,
+    subscribed_topics,
+    subscription,
+    subscription_changed,
+    subset,
 )
 from kafkalog.coordinator.context import CoordinatorContext
 
@@ -224,7 +231,7 @@ class ConsumerGroups:
         epoch, known = hb.member_epoch, member.member_epoch
         if epoch > known or (
             epoch < known
-            and (epoch != member.previous_member_epoch or not _subset(hb.owned, member.assigned))
+            and (epoch != member.previous_member_epoch or not subset(hb.owned, member.assigned))
         ):
             raise HeartbeatError(
                 ErrorCode.fenced_member_epoch,
@@ -274,20 +281,20 @@ class ConsumerGroups:
             classic_member_metadata=None,
         )  # fmt: skip
         bump = False
-        if _subscription(updated) != _subscription(member) or is_new:
+        if subscription(updated) != subscription(member) or is_new:
             records.append(member_record(group.group_id, updated))
-            bump = _topics_of(updated) != _topics_of(member)
+            bump = subscription_changed(member, updated)
         records += self._resolve_regexes(group, updated)
         topics = self._subscribed(group, updated, records)
-        metadata_hash = _metadata_hash(topics)
+        new_hash = metadata_hash(topics)
         epoch = group.group_epoch
         if (
             bump
-            or metadata_hash != group.metadata_hash
+            or new_hash != group.metadata_hash
             or any(r[0] == REGULAR_EXPRESSION for r in records)
         ):
             epoch += 1
-            records.append(epoch_record(group.group_id, epoch, metadata_hash))
+            records.append(epoch_record(group.group_id, epoch, new_hash))
             logger.info("consumer group %s: epoch %d", group.group_id, epoch)
         target_epoch = group.assignment_epoch
         target = previous_target.get(member.member_id, {})
@@ -322,57 +329,18 @@ class ConsumerGroups:
             assignment=reconciled.assigned if full or changed else None,
         )
 
-    def _topic_ids(self) -> Callable[[str], str | None]:
-        return self.ctx.manager.topic_id
-
     def _subscribed(
         self, group: ConsumerGroup, updated: ConsumerGroupMember, records: list[Record]
     ) -> dict[str, tuple[str, int]]:
-        """The topics the group subscribes to with the member's update: name -> (id, count),
-        only topics that exist and have an ID."""
-        names = set()
-        for m in group.members.values():
-            if m.member_id != updated.member_id:
-                names |= _member_topics(group, m, records)
-        names |= _member_topics(group, updated, records)
-        known = self.ctx.manager.topics()
-        out = {}
-        for name in sorted(names):
-            topic_id = self._topic_ids()(name) if name in known else None
-            if topic_id is not None:
-                out[name] = (topic_id, known[name])
-        return out
+        members = [m for m in group.members.values() if m.member_id != updated.member_id]
+        return subscribed_topics(group, [*members, updated], records, self.ctx.manager.topics(),
+                                 self.ctx.manager.topic_id)  # fmt: skip
 
     def _resolve_regexes(self, group: ConsumerGroup, updated: ConsumerGroupMember) -> list[Record]:
-        """A regular expression is resolved against the topics when a member first uses it and
-        whenever topics came or went since; a changed answer is a record (and a new epoch)."""
-        wanted = {m.subscribed_topic_regex for m in group.members.values()}
-        wanted.add(updated.subscribed_topic_regex)
-        wanted.discard("")
-        known = self.ctx.manager.topics()
-        records: list[Record] = []
-        for regex in sorted(wanted):
-            try:
-                pattern = re.compile(regex)
-            except re.error as err:
-                raise HeartbeatError(
-                    ErrorCode.invalid_regular_expression,
-                    f"SubscribedTopicRegex {regex} is invalid: {err}",
-                ) from err
-            topics = tuple(
-                sorted(t for t in known if not t.startswith("__") and pattern.fullmatch(t))
-            )
-            stored = group.regexes.get(regex)
-            if stored is None or stored[0] != topics:
-                version = (stored[1] + 1) if stored is not None else 0
-                key = {"groupId": group.group_id, "regularExpression": regex}
-                value = {
-                    "topics": list(topics),
-                    "version": version,
-                    "timestamp": int(time.time() * 1000),
-                }
-                records.append((REGULAR_EXPRESSION, key, value))
-        return records
+        try:
+            return resolve_regexes(group, updated, self.ctx.manager.topics(), _now_ms())
+        except InvalidRegexError as err:
+            raise HeartbeatError(ErrorCode.invalid_regular_expression, str(err)) from err
 
     def _new_target(
         self,
@@ -385,29 +353,9 @@ class ConsumerGroups:
     ) -> Mapping[str, frozenset[int]]:
         members = {m.member_id: m for m in group.members.values()}
         members[updated.member_id] = updated
-        for r in records:  # a static member replaced in this heartbeat is gone
-            if r[0] == MEMBER_METADATA and r[2] is None:
-                members.pop(r[1]["memberId"], None)
-        ids = {name: tid for name, (tid, _) in topics.items()}
-        specs = [
-            MemberSpec(
-                m.member_id, m.instance_id,
-                frozenset(ids[t] for t in _member_topics(group, m, records) if t in ids),
-                previous_target.get(m.member_id, {}),
-            )
-            for m in members.values()
-        ]  # fmt: skip
         chosen = self._assignor(members.values())
-        counts = {tid: count for tid, count in topics.values()}
-        target = assign(chosen, specs, counts)
-        for member_id, assignment in sorted(target.items()):
-            if (
-                dict(previous_target.get(member_id, {})) != assignment
-                or member_id not in group.target
-            ):
-                records.append(target_member_record(group.group_id, member_id, assignment))
-        records.append(target_metadata_record(group.group_id, epoch, int(time.time() * 1000)))
-        return target.get(updated.member_id, {})
+        return new_target(group, updated, topics, epoch, previous_target, records, chosen,
+                          _now_ms())  # fmt: skip
 
     def assignor_of(self, group: ConsumerGroup) -> str:
         """The assignor the group's target is computed with."""
@@ -502,13 +450,30 @@ class ConsumerGroups:
         next heartbeat computes the target assignment without it."""
         records = member_removal_records(group.group_id, member_id)
         rest = [m for m in group.members.values() if m.member_id != member_id]
-        names = set().union(*(_member_topics(group, m, []) for m in rest)) if rest else set()
-        known = self.ctx.manager.topics()
-        topics = {n: (tid, known[n]) for n in sorted(names) if n in known
-                  for tid in [self._topic_ids()(n)] if tid is not None}  # fmt: skip
-        records.append(epoch_record(group.group_id, group.group_epoch + 1, _metadata_hash(topics)))
+        topics = subscribed_topics(group, rest, [], self.ctx.manager.topics(),
+                                   self.ctx.manager.topic_id)  # fmt: skip
+        records.append(epoch_record(group.group_id, group.group_epoch + 1, metadata_hash(topics)))
         await self._commit(group.group_id, records)
         self._forget_timers(group.group_id, member_id)
+
+    async def delete(self, group: ConsumerGroup) -> bool:
+        """Tombstone an empty group's records (its resolved expressions, target metadata,
+        partition metadata and epoch: Kafka's ConsumerGroup.createGroupTombstoneRecords) and
+        forget it; False if a member joined meanwhile (the group stays)."""
+        async with self._locks.setdefault(group.group_id, asyncio.Lock()):
+            if self.groups.get(group.group_id) is not group or group.members:
+                return False
+            await self._delete(group)
+            return True
+
+    async def _delete(self, group: ConsumerGroup) -> None:
+        records: list[Record] = [
+            (REGULAR_EXPRESSION, {"groupId": group.group_id, "regularExpression": r}, None)
+            for r in sorted(group.regexes)
+        ]
+        records += group_removal_records(group.group_id)
+        await self._commit(group.group_id, records)
+        self.groups.pop(group.group_id, None)
 
     def _time_member(self, group_id: str, member: ConsumerGroupMember) -> None:
         now = self.clock()
@@ -552,48 +517,5 @@ class ConsumerGroups:
         return fenced
 
 
-def _subset(owned: OwnedPartitions, assigned: Mapping[str, frozenset[int]]) -> bool:
-    if owned is None:
-        return False
-    return all(parts <= assigned.get(topic, frozenset()) for topic, parts in owned.items())
-
-
-def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
-    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)  # fmt: skip
-
-
-def _topics_of(m: ConsumerGroupMember) -> tuple[object, ...]:
-    return (
-        frozenset(m.subscribed_topic_names),
-        m.subscribed_topic_regex,
-        m.server_assignor,
-        m.rack_id,
-    )
-
-
-def _member_topics(group: ConsumerGroup, m: ConsumerGroupMember, records: list[Record]) -> set[str]:
-    """A member's topics: its names, and what its regular expression resolves to (in this
-    heartbeat's records if it was resolved just now)."""
-    out = set(m.subscribed_topic_names)
-    regex = m.subscribed_topic_regex
-    if regex:
-        fresh = [
-            r for r in records if r[0] == REGULAR_EXPRESSION and r[1]["regularExpression"] == regex
-        ]
-        if fresh and fresh[-1][2] is not None:
-            out.update(fresh[-1][2]["topics"])
-        elif regex in group.regexes:
-            out.update(group.regexes[regex][0])
-    return out
-
-
-def _metadata_hash(topics: Mapping[str, tuple[str, int]]) -> int:
-    """A hash of the subscribed topics (name, ID, partition count): when it changes the group
-    epoch is bumped and the target recomputed (KIP-1101's MetadataHash; 0 for no topics)."""
-    if not topics:
-        return 0
-    text = ";".join(f"{n}:{tid}:{count}" for n, (tid, count) in sorted(topics.items()))
-    return int.from_bytes(
-        hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True
-    )
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -226,10 +226,13 @@ class GroupCoordinator:
         retention = self.ctx.settings.offsets_retention_ms
         expired = 0
         for group_id, group in list(self.groups.items()):
-            doomed = expired_offsets(group, now_ms, retention)
+            consumer_group = self.consumer.groups.get(group_id)
+            topics = None if consumer_group is None else consumer_group.subscribed_topic_names()
+            doomed = expired_offsets(group, now_ms, retention, topics)
             dead = (
                 not group.members
                 and group.state is GroupState.EMPTY
+                and (consumer_group is None or not consumer_group.members)
                 and set(group.offsets) <= set(doomed)
                 and not any(group_id in staged for staged in self.pending_transactions.values())
             )
@@ -238,4 +241,6 @@ class GroupCoordinator:
             if dead:
                 group.state = GroupState.DEAD
                 self.groups.pop(group_id, None)
+                if consumer_group is not None:
+                    await self.consumer.delete(consumer_group)
         return expired

@@ -40,15 +40,22 @@ def subscribed_topics(group: Group) -> set[str] | None:
     return topics
 
 
-def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+def expired_offsets(
+    group: Group, now_ms: int, retention_ms: int, consumer_group_topics: set[str] | None = None
+) -> list[tuple[str, int]]:
     """The offsets due to expire (Kafka's GroupMetadata.removeExpiredOffsets, KIP-211): all of
     an empty group's, ``retention_ms`` after it became empty (after each commit when that time
     is unknown, as for a group loaded at start); a group that only stores offsets (no
     protocol: ``assign`` and commit) by each commit's time; a stable consumer group only those
-    of topics no member subscribes to, by commit time; none of any other group."""
+    of topics no member subscribes to, by commit time; none of any other group. The offsets of
+    a KIP-848 consumer group (``consumer_group_topics``: what its members subscribe to) go by
+    commit time, but never those of a topic it subscribes to (Kafka's
+    OffsetMetadataManager.cleanupExpiredOffsets)."""
     spared: set[str] = set()
     base: int | None = None
-    if group.protocol_type is not None and not group.members:
+    if consumer_group_topics is not None:
+        spared = consumer_group_topics
+    elif group.protocol_type is not None and not group.members:
         base = group.emptied_at_ms
     elif group.protocol_type is not None:
         if group.protocol_type != CONSUMER_PROTOCOL or group.state is not GroupState.STABLE:

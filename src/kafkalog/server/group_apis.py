@@ -5,8 +5,10 @@ Why: consumers that ``subscribe()`` (and every tool that names a ``--group``) ne
 coordinator; this module parses each request version, applies Kafka's checks (session
 timeout bounds), calls the coordinator's groups and builds each version's response.
 FindCoordinator answers for both coordinators (key type 0, groups; 1, transactional ids):
-this one broker is both, and it creates a missing coordinator topic first. Refuses: other key
-types (share groups, KIP-932), KIP-848 member epochs, and, as KafkaApis does, a group the
+this one broker is both, and it creates a missing coordinator topic first. A JoinGroup for an
+empty KIP-848 consumer group turns it into a classic group, as Kafka's offline migration does.
+Refuses: other key types (share groups, KIP-932), a JoinGroup for a consumer group with members
+(INCONSISTENT_GROUP_PROTOCOL: no online migration), and, as KafkaApis does, a group the
 principal may not READ (DESCRIBE for FindCoordinator; a transactional id likewise) with
 GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before the group is
 touched.
@@ -117,8 +119,20 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
         result_error = ErrorCode.invalid_group_id
     elif not settings.min_session_timeout_ms <= session <= settings.max_session_timeout_ms:
         result_error = ErrorCode.invalid_session_timeout
+    elif coord.is_consumer(body.group_id):
+        # a KIP-848 group with members: kafkalog does not migrate members between protocols
+        result_error = ErrorCode.inconsistent_group_protocol
     else:
         result_error = None
+    empty_consumer_group = coord.consumer.groups.get(body.group_id)
+    if result_error is None and empty_consumer_group is not None:
+        # an empty consumer group becomes a classic one (Kafka's offline migration): its
+        # records are tombstoned, its offsets stay
+        try:
+            if not await coord.consumer.delete(empty_consumer_group):
+                result_error = ErrorCode.inconsistent_group_protocol  # a member came first
+        except KafkaLogError:
+            result_error = ErrorCode.coordinator_not_available
     if result_error is not None:
         return make(
             mod,

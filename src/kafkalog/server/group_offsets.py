@@ -286,17 +286,23 @@ async def delete_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     results = []
     for group_id in request.body.groups_names:
         group: Group | None = coord.groups.get(group_id)
+        consumer_group = coord.consumer.groups.get(group_id)
         if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, group_id):
             code = ErrorCode.group_authorization_failed
-        elif group is None:
+        elif group is None and consumer_group is None:
             code = ErrorCode.group_id_not_found
-        elif group.members:
+        elif (group is not None and group.members) or (
+            consumer_group is not None and consumer_group.members
+        ):
             code = ErrorCode.non_empty_group
+        elif consumer_group is not None and not await coord.consumer.delete(consumer_group):
+            code = ErrorCode.non_empty_group  # a member joined while this waited its turn
         else:
             code = ErrorCode.none
-            await coord.delete_offsets(group, _all_offsets(coord, group), whole_group=True)
-            group.state = GroupState.DEAD
-            coord.groups.pop(group_id, None)
+            if group is not None:
+                await coord.delete_offsets(group, _all_offsets(coord, group), whole_group=True)
+                group.state = GroupState.DEAD
+                coord.groups.pop(group_id, None)
         results.append(make(mod, "DeletableGroupResult", group_id=group_id, error_code=code))
     return make(mod, "DeleteGroupsResponse", throttle_time=NO_THROTTLE, results=tuple(results))
 
@@ -308,20 +314,26 @@ async def offset_delete(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     body = request.body
     mod = payload_module(ApiKey.OFFSET_DELETE, request.api_version, True)
     group: Group | None = coord.groups.get(body.group_id)
+    consumer_group = coord.consumer.groups.get(body.group_id)
     top = ErrorCode.none
     may_read = _may(ctx, request, AclOperation.READ, ResourceType.TOPIC)
     if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
         top = ErrorCode.group_authorization_failed
     elif not body.group_id:
         top = ErrorCode.invalid_group_id
-    elif group is None or group.state is GroupState.DEAD:
+    elif (group is None or group.state is GroupState.DEAD) and consumer_group is None:
         top = ErrorCode.group_id_not_found
-    elif group.members and group.protocol_type != CONSUMER_PROTOCOL:
+    elif group is not None and group.members and group.protocol_type != CONSUMER_PROTOCOL:
         top = ErrorCode.non_empty_group
-    if top is not ErrorCode.none or group is None:
+    if top is not ErrorCode.none:
         return make(mod, "OffsetDeleteResponse", error_code=top, throttle_time=NO_THROTTLE,
                     topics=())  # fmt: skip
-    subscribed = subscribed_topics(group) if group.members else set()
+    subscribed: set[str] | None = set()
+    if consumer_group is not None:  # a KIP-848 group: what its members subscribe to
+        subscribed = consumer_group.subscribed_topic_names()
+    elif group is not None and group.members:
+        subscribed = subscribed_topics(group)
+    offsets = group.offsets if group is not None else {}
     known = coord.ctx.manager.topics()
     codes: dict[tuple[str, int], ErrorCode] = {}
     for topic in body.topics:
@@ -335,8 +347,9 @@ async def offset_delete(coord: GroupCoordinator, ctx: BrokerContext, request: Re
                 codes[tp] = ErrorCode.group_subscribed_to_topic
             else:
                 codes[tp] = ErrorCode.none
-    doomed = [tp for tp, code in codes.items() if code is ErrorCode.none and tp in group.offsets]
-    await coord.delete_offsets(group, doomed)
+    doomed = [tp for tp, code in codes.items() if code is ErrorCode.none and tp in offsets]
+    if group is not None:
+        await coord.delete_offsets(group, doomed)
     topics = tuple(
         make(
             mod,
