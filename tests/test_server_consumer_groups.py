@@ -386,3 +386,20 @@ def test_delete_groups_offset_delete_and_join_group_respect_a_live_consumer_grou
     assert delete_groups() == ErrorCode.group_id_not_found
     # a new group of the same name starts from epoch 1 again
     assert c.join("g", "b", ("t",)).member_epoch == 1
+
+
+def test_a_hostile_regex_is_answered_in_linear_time_and_a_bad_one_refused(
+    broker: tuple[Any, Client],
+) -> None:
+    """The coordinator runs the client's expression over every topic name: RE2 (Kafka's
+    dialect) takes linear time where a backtracking engine would take ages over ``a``*249
+    for ``(a|aa)+b``; an expression RE2 cannot parse is INVALID_REGULAR_EXPRESSION."""
+    server, c = broker
+    server.manager.create_topic("a" * 249, 1)
+    started = time.monotonic()
+    hostile = c.heartbeat("g", "h", 0, owned={}, rebalance_timeout=1000, regex="(a|aa)+b")
+    assert hostile.error_code == ErrorCode.none and assigned(hostile) == {}
+    assert time.monotonic() - started < 5
+    bad = c.heartbeat("g2", "h", 0, owned={}, rebalance_timeout=1000, regex="(?<=a)b")
+    assert bad.error_code == ErrorCode.invalid_regular_expression
+    assert bad.error_message.startswith("SubscribedTopicRegex (?<=a)b is invalid")
