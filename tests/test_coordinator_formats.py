@@ -121,7 +121,7 @@ def _as_read(fields: Any, values: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in values.items():
         kind, tag, default = next((f[1], f[4], f[5]) for f in fields if f[0] == name)
-        if tag is not None and value == default:
+        if tag is not None and value == default and not isinstance(kind, dict):
             continue
         if isinstance(kind, dict) and value is not None:
             value = _as_read(kind["struct"], value)
@@ -145,4 +145,4 @@ def test_a_consumer_group_member_is_the_bytes_kafka_4_3_1_wrote() -> None:
     key = encode_key("ConsumerGroupMemberMetadataKey", {"groupId": "g", "memberId": "a"})
     record = decode("offsets", key, kafka)
     assert record.record_type == 5 and record.key == {"groupId": "g", "memberId": "a"}
-    assert record.value == {k: v for k, v in values.items() if k != "classicMemberMetadata"}
+    assert record.value == values  # the null struct printed, as Kafka's converter prints it

@@ -133,6 +133,8 @@ def test_a_consumer_group_goes_on_across_kafka_and_kafkalog_serve(broker: KafkaB
         for member_id, epoch, *_ in stored_by_kafkalog[4]:
             r = c.heartbeat("on-kafkalog", member_id, epoch)
             assert r.error_code == ErrorCode.none, r
+            assert r.member_epoch == epoch  # the same metadata hash: no new epoch
+        assert _state(c, "on-kafkalog")[2] == stored_by_kafkalog[2]
         c.close()
 
 

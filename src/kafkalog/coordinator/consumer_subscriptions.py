@@ -13,10 +13,11 @@ its own (``now_ms`` is passed in).
 
 from __future__ import annotations
 
-import hashlib
+import struct
 from collections.abc import Callable, Mapping
 
 import re2
+import xxhash
 
 from kafkalog.coordinator.assignors import MemberSpec, assign
 from kafkalog.coordinator.consumer_group import (
@@ -29,6 +30,7 @@ from kafkalog.coordinator.consumer_group import (
     target_member_record,
     target_metadata_record,
 )
+from kafkalog.types import uuid_bytes
 
 # name -> (topic id, partition count) of the topics a group subscribes to that exist
 SubscribedTopics = dict[str, tuple[str, int]]
@@ -101,14 +103,32 @@ def subscribed_topics(
 
 
 def metadata_hash(topics: SubscribedTopics) -> int:
-    """A hash of the subscribed topics (name, ID, partition count): when it changes the group
-    epoch is bumped and the target recomputed (KIP-1101's MetadataHash; 0 for no topics)."""
+    """KIP-1101's MetadataHash of the subscribed topics, as Kafka's Utils.computeGroupHash
+    computes it, so a group moved between Kafka and kafkalog keeps its epoch: XXH3-64 over
+    each topic's hash in name order, each topic's hash XXH3-64 over a zero byte, its ID's two
+    longs, its name, its partition count and each partition number (hash4j's stream: little-
+    endian numbers, a string as UTF-16LE chars then its length; no racks on this broker).
+    0 for no topics."""
     if not topics:
         return 0
-    text = ";".join(f"{n}:{tid}:{count}" for n, (tid, count) in sorted(topics.items()))
-    return int.from_bytes(
-        hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True
+    hashes = b"".join(
+        struct.pack("<q", _topic_hash(name, topic_id, count))
+        for name, (topic_id, count) in sorted(topics.items())
     )
+    return _signed(xxhash.xxh3_64_intdigest(hashes))
+
+
+def _topic_hash(name: str, topic_id: str, partitions: int) -> int:
+    most, least = struct.unpack(">qq", uuid_bytes(topic_id))
+    data = b"\x00" + struct.pack("<qq", most, least)
+    chars = name.encode("utf-16-le")
+    data += chars + struct.pack("<i", len(chars) // 2)  # Java's length: UTF-16 units
+    data += struct.pack(f"<{partitions + 1}i", partitions, *range(partitions))
+    return _signed(xxhash.xxh3_64_intdigest(data))
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def resolve_regexes(

@@ -115,8 +115,13 @@ class SchemaReader:
                 if tag in tagged:
                     out[tagged[tag][0]] = self.value(tagged[tag][1], version)
                 self.pos = end
+        # ...but a tagged struct is left out only when empty: Kafka's converters compare it
+        # with a new struct, so a null one is printed
         return {
             name: v
             for name, v in out.items()
-            if not any(f[0] == name and f[4] is not None and f[5] == v for f in fields)
+            if not any(
+                f[0] == name and f[4] is not None and f[5] == v and not isinstance(f[1], dict)
+                for f in fields
+            )
         }
