@@ -1,11 +1,15 @@
 """A KIP-848 consumer group goes on across Apache Kafka 4.3.1 and ``kafkalog serve``: each side
 loads the group the other stored in ``__consumer_offsets`` (ConsumerGroupMetadata, member
 metadata, target and current assignments) with the same epochs, members and assignments, and
-the members go on heartbeating at their epochs. Both sides are driven by the same raw
-ConsumerGroupHeartbeat requests, so what differs can only be the broker."""
+the members go on heartbeating at their epochs (the same KIP-1101 metadata hash: no new epoch),
+and Kafka's DumpLogSegments and kafkalog's dump print both brokers' records alike. Both sides
+are driven by the same raw ConsumerGroupHeartbeat requests, so what differs can only be the
+broker."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
-from kafka_oracle import KAFKA_VERSIONS, KafkaBroker, java
+from kafka_oracle import KAFKA_VERSIONS, KafkaBroker, dump_log_segments_class, java
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import make
 from kafkalog.server import serve
@@ -136,6 +140,14 @@ def test_a_consumer_group_goes_on_across_kafka_and_kafkalog_serve(broker: KafkaB
             assert r.member_epoch == epoch  # the same metadata hash: no new epoch
         assert _state(c, "on-kafkalog")[2] == stored_by_kafkalog[2]
         c.close()
+    # both brokers' records, dumped by Kafka's DumpLogSegments and by kafkalog, line for line
+    (segment,) = sorted((broker.log_dir / "__consumer_offsets-0").glob("*.log"))
+    flags = ("--files", str(segment), "--offsets-decoder", "--print-data-log")
+    theirs = java("4.3.1", dump_log_segments_class("4.3.1"), *flags)
+    ours = subprocess.run([sys.executable, "-m", "kafkalog", "dump-log", *flags],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert ours.rstrip("\n") == theirs.rstrip("\n")
+    assert '"type":"5"' in ours and '"type":"8"' in ours
 
 
 def test_kafkas_group_tools_describe_and_list_a_consumer_group(tmp_path: Path) -> None:

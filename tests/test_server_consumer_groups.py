@@ -255,21 +255,25 @@ def test_a_restart_loads_the_group_from_its_records_in_kafkas_format(tmp_path: P
         b = c.heartbeat("g", "b", 2, owned={t: {2, 3}})
         assert (b.error_code, b.member_epoch) == (ErrorCode.none, 2)
         c.close()
-    manager = LogManager(tmp_path)
+    types = [(r.record_type, r.key.get("memberId")) for r in _records(tmp_path) if r.key]
+    # a's join: subscription, epoch, target member + metadata, current assignment
+    assert types[:5] == [(5, "a"), (3, None), (7, "a"), (6, None), (8, "a")]
+
+
+def _records(log_dir: Path) -> list[Any]:
+    """Every record of ``__consumer_offsets``, decoded, in each partition's order."""
+    manager = LogManager(log_dir)
+    out = []
     try:
-        types = []
         for log in (manager.get_log(OFFSETS_TOPIC, p) for p in range(50)):
             info = log.read(log.log_start_offset, 1 << 20) if log.log_end_offset else None
             if info is None or info.records is None:
                 continue
             for batch in MemoryRecords(info.records.read()).batches():
-                for record in batch:
-                    r = decode("offsets", record.key, record.value)
-                    types.append((r.record_type, None if r.key is None else r.key.get("memberId")))
+                out += [decode("offsets", r.key, r.value) for r in batch if r.key is not None]
     finally:
         manager.close()
-    # a's join: subscription, epoch, target member + metadata, current assignment
-    assert types[:5] == [(5, "a"), (3, None), (7, "a"), (6, None), (8, "a")]
+    return out
 
 
 def test_offset_commit_v9_checks_the_member_epoch(broker: tuple[Any, Client]) -> None:
@@ -403,3 +407,45 @@ def test_a_hostile_regex_is_answered_in_linear_time_and_a_bad_one_refused(
     bad = c.heartbeat("g2", "h", 0, owned={}, rebalance_timeout=1000, regex="(?<=a)b")
     assert bad.error_code == ErrorCode.invalid_regular_expression
     assert bad.error_message.startswith("SubscribedTopicRegex (?<=a)b is invalid")
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(
+    tmp_path: Path,
+) -> None:
+    """Kafka's offline migration: a classic group that emptied is taken over by the first
+    ConsumerGroupHeartbeat; its GroupMetadata is tombstoned in the same batch, its committed
+    offsets stay, and a restart finds only the consumer group."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    with serve(tmp_path, overrides={"group.initial.rebalance.delay.ms": "0"}) as server:
+        assert server.manager is not None
+        server.manager.create_topic("t", 1)
+        classic = KafkaConsumer("t", bootstrap_servers=server.bootstrap_servers, group_id="g",
+                                enable_auto_commit=False)  # fmt: skip
+        classic.poll(2000)
+        from kafka.structs import OffsetAndMetadata as Commit
+
+        classic.commit({TopicPartition("t", 0): Commit(7, "", -1)})
+        classic.close()
+        c = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        joined = c.join("g", "a", ("t",))
+        assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+        c.close()
+    with serve(tmp_path) as server:
+        c = Client(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+        mod = payload_module(ApiKey.LIST_GROUPS, 5, False)
+        body = make(mod, "ListGroupsRequest", states_filter=(), types_filter=())
+        listed = c.call(ApiKey.LIST_GROUPS, 5, body).groups
+        assert [(g.group_id, g.group_type) for g in listed] == [("g", "consumer")]
+        assert [m.member_id for m in describe(c, "g").members] == ["a"]
+        mod = request_module(ApiKey.OFFSET_FETCH, 9)
+        group = make(mod, "OffsetFetchRequestGroup", group_id="g", member_id=None,
+                     member_epoch=-1, topics=None)  # fmt: skip
+        body = make(mod, "OffsetFetchRequest", groups=(group,), require_stable=False)
+        fetched = c.call(ApiKey.OFFSET_FETCH, 9, body).groups[0]
+        assert fetched.topics[0].partitions[0].committed_offset == 7
+        c.close()
+    metadata = [
+        (r.record_type, r.value is None) for r in _records(tmp_path) if r.record_type in (2, 5)
+    ]
+    assert metadata[-3:] == [(2, False), (2, True), (5, False)]  # stored, tombstoned, then a's

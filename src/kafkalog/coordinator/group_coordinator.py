@@ -81,10 +81,25 @@ class GroupCoordinator:
         return group is not None and bool(group.members)
 
     async def store_consumer_records(self, group_id: str, records: list[Record]) -> None:
+        """A consumer group's records, in one batch. The first ones of a group whose id an
+        empty classic group held also tombstone that group's GroupMetadata (Kafka's offline
+        migration); its committed offsets stay the group's."""
         rows = record_rows(records)
+        classic = self.groups.get(group_id)
+        migrated = (
+            classic is not None
+            and not classic.members
+            and classic.protocol_type is not None
+            and group_id not in self.consumer.groups
+        )
+        if migrated:
+            rows.insert(0, (group_metadata_key(group_id), None))
         partitions = self.ctx.settings.offsets_partitions
         async with self.commit_lock(group_id):
             await self.run(append_offset_records, self.ctx.manager, group_id, rows, partitions)
+        if migrated and classic is not None and self.groups.get(group_id) is classic:
+            del self.groups[group_id]
+            self.group(group_id).offsets.update(classic.offsets)
 
     async def start(self) -> None:
         logs = {
