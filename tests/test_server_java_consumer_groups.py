@@ -1,10 +1,11 @@
-"""Kafka 4.3.1's Java consumer with ``group.protocol=consumer`` (KIP-848) against
-``kafkalog serve``: members join, are killed and added, and the assignments converge with
-incremental revocation only; every record is read; a regular-expression subscription picks up
-a topic created later."""
+"""Kafka 4.3.1's Java consumer and librdkafka with ``group.protocol=consumer`` (KIP-848)
+against ``kafkalog serve``: members join, are killed and added, and the assignments converge
+with incremental revocation only; every record is read; a regular-expression subscription
+picks up a topic created later."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,43 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(tmp_path: Path) -> 
             assert _read([member]) == sent | later  # nothing of "other"
         finally:
             member.stop()
+
+
+def test_librdkafka_with_the_consumer_protocol_shares_and_takes_over_partitions(
+    tmp_path: Path,
+) -> None:
+    """librdkafka (confluent-kafka's, 2.x) with ``group.protocol=consumer``: two consumers
+    split four partitions and read each record once; when one closes, the other takes all
+    four and reads what comes next."""
+    from confluent_kafka import Consumer
+
+    with serve(tmp_path, overrides=FAST) as server:
+        assert server.manager is not None
+        logs = server.manager.create_topic("rd", 4)
+        sent = _wave(logs, 1, 40)
+        config = {"bootstrap.servers": server.bootstrap_servers, "group.id": "rdg",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"}  # fmt: skip
+        consumers = [Consumer(config) for _ in range(2)]
+        got: list[set[tuple[int, str]]] = [set(), set()]
+
+        def poll_until(done: Any, seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not done():
+                for i, c in enumerate(consumers):
+                    m = c.poll(0.1)
+                    if m is not None and m.error() is None:
+                        got[i].add((m.partition(), m.value().decode()))
+
+        try:
+            for c in consumers:
+                c.subscribe(["rd"])
+            poll_until(lambda: got[0] | got[1] == sent, 60)
+            assert got[0] | got[1] == sent and not got[0] & got[1]
+            assert {p for p, _ in got[0]}.isdisjoint({p for p, _ in got[1]})
+            consumers.pop().close()
+            later = _wave(logs, 2, 40)
+            poll_until(lambda: got[0] >= later, 60)
+            assert got[0] >= later
+        finally:
+            for c in consumers:
+                c.close()
