@@ -188,3 +188,67 @@ def test_members_in_any_order_never_share_a_partition_and_converge(
     steps: list[tuple[str, int]], t_count: int, u_count: int
 ) -> None:
     asyncio.run(_run(steps, {"t": t_count, "u": u_count}))
+
+
+def test_made_up_groups_leave_nothing_behind_and_steady_heartbeats_write_nothing() -> None:
+    """A heartbeat for a group that does not exist (a hostile client naming a million) keeps
+    no lock or state; a member's unchanged heartbeat writes no record and matches its
+    expression against the topics again only once they change."""
+
+    async def scenario() -> None:
+        written: list[Record] = []
+
+        async def write(group_id: str, records: list[Record]) -> None:
+            written.extend(records)
+
+        manager = _Manager({"t": 2})
+        groups = ConsumerGroups(_Ctx(manager), ConsumerGroupLimits(), write, lambda g: False,
+                                lambda: 0.0)  # type: ignore[arg-type]  # fmt: skip
+        for i in range(1000):
+            answer = await groups.heartbeat(Heartbeat(f"nope-{i}", "m", 3, None, None, -1,
+                                                      None, None, None, None))  # fmt: skip
+            assert answer.error is ErrorCode.group_id_not_found
+        assert not groups._locks and not groups.groups and not written
+        joined = await groups.heartbeat(
+            Heartbeat("g", "m", 0, None, None, 1000, None, "t.*", None, {})
+        )
+        assert joined.error is ErrorCode.none and dict(joined.assignment or {}) == {
+            T: frozenset({0, 1})
+        }
+        before = len(written)
+        for _ in range(5):
+            steady = await groups.heartbeat(
+                Heartbeat(
+                    "g",
+                    "m",
+                    joined.member_epoch,
+                    None,
+                    None,
+                    -1,
+                    None,
+                    None,
+                    None,
+                    {T: frozenset({0, 1})},
+                )  # fmt: skip
+            )
+            assert steady.error is ErrorCode.none and steady.assignment is None
+        assert len(written) == before
+        manager.counts = {"t": 2, "tu": 1}  # a new topic: a new mapping, as LogManager gives
+        grown = await groups.heartbeat(
+            Heartbeat(
+                "g",
+                "m",
+                joined.member_epoch,
+                None,
+                None,
+                -1,
+                None,
+                None,
+                None,
+                {T: frozenset({0, 1})},
+            )  # fmt: skip
+        )
+        assert grown.member_epoch == joined.member_epoch + 1
+        assert [r[0] for r in written[before:]][:2] == [16, 3]  # the expression, then the epoch
+
+    asyncio.run(scenario())

@@ -133,6 +133,8 @@ class ConsumerGroups:
         self._session_deadlines: dict[tuple[str, str], float] = {}
         self._revocation_deadlines: dict[tuple[str, str], tuple[float, int]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # per group: the topic snapshot its expressions were last matched against, and them
+        self._resolved: dict[str, tuple[Mapping[str, int], frozenset[str]]] = {}
 
     # -- loading --------------------------------------------------------------------------
 
@@ -162,17 +164,29 @@ class ConsumerGroups:
 
     async def heartbeat(self, hb: Heartbeat) -> HeartbeatAnswer:
         lock = self._locks.setdefault(hb.group_id, asyncio.Lock())
-        async with lock:
-            try:
+        try:
+            async with lock:
                 if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     return await self._leave(hb)
                 return await self._heartbeat(hb)
-            except HeartbeatError as err:
-                return HeartbeatAnswer(err.code, str(err))
+        except HeartbeatError as err:
+            return HeartbeatAnswer(err.code, str(err))
+        finally:
+            self._drop_lock(hb.group_id, lock)
+
+    def _drop_lock(self, group_id: str, lock: asyncio.Lock) -> None:
+        """Forget the lock of a group that does not exist once no one holds or waits for it:
+        heartbeats naming a million made-up groups leave nothing behind."""
+        if group_id not in self.groups and not lock.locked() and self._locks.get(group_id) is lock:
+            del self._locks[group_id]
 
     async def _commit(self, group_id: str, records: list[Record]) -> None:
         if records:
-            await self.write(group_id, records)
+            try:
+                await self.write(group_id, records)
+            except BaseException:
+                self._resolved.pop(group_id, None)  # match the expressions again next time
+                raise
             for record in records:
                 self.replay(group_id, record)
 
@@ -337,10 +351,23 @@ class ConsumerGroups:
                                  self.ctx.manager.topic_id)  # fmt: skip
 
     def _resolve_regexes(self, group: ConsumerGroup, updated: ConsumerGroupMember) -> list[Record]:
+        """Expressions are matched again only when topics came or went, or an expression is
+        new to the group: a steady heartbeat costs no pass over every topic name."""
+        known = self.ctx.manager.topics()
+        regexes = frozenset(m.subscribed_topic_regex for m in group.members.values())
+        regexes |= {updated.subscribed_topic_regex}
+        regexes -= {""}
+        resolved = self._resolved.get(group.group_id)
+        if not regexes or (
+            resolved is not None and resolved[0] is known and regexes <= resolved[1]
+        ):
+            return []
         try:
-            return resolve_regexes(group, updated, self.ctx.manager.topics(), _now_ms())
+            records = resolve_regexes(group, updated, known, _now_ms())
         except InvalidRegexError as err:
             raise HeartbeatError(ErrorCode.invalid_regular_expression, str(err)) from err
+        self._resolved[group.group_id] = (known, regexes)
+        return records
 
     def _new_target(
         self,
@@ -474,6 +501,7 @@ class ConsumerGroups:
         records += group_removal_records(group.group_id)
         await self._commit(group.group_id, records)
         self.groups.pop(group.group_id, None)
+        self._resolved.pop(group.group_id, None)
 
     def _time_member(self, group_id: str, member: ConsumerGroupMember) -> None:
         now = self.clock()
