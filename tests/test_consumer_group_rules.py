@@ -215,39 +215,16 @@ def test_made_up_groups_leave_nothing_behind_and_steady_heartbeats_write_nothing
         assert joined.error is ErrorCode.none and dict(joined.assignment or {}) == {
             T: frozenset({0, 1})
         }
+        holding = {T: frozenset({0, 1})}
+        steady_beat = Heartbeat("g", "m", joined.member_epoch, None, None, -1, None, None, None,
+                                holding)  # fmt: skip
         before = len(written)
         for _ in range(5):
-            steady = await groups.heartbeat(
-                Heartbeat(
-                    "g",
-                    "m",
-                    joined.member_epoch,
-                    None,
-                    None,
-                    -1,
-                    None,
-                    None,
-                    None,
-                    {T: frozenset({0, 1})},
-                )  # fmt: skip
-            )
+            steady = await groups.heartbeat(steady_beat)
             assert steady.error is ErrorCode.none and steady.assignment is None
         assert len(written) == before
         manager.counts = {"t": 2, "tu": 1}  # a new topic: a new mapping, as LogManager gives
-        grown = await groups.heartbeat(
-            Heartbeat(
-                "g",
-                "m",
-                joined.member_epoch,
-                None,
-                None,
-                -1,
-                None,
-                None,
-                None,
-                {T: frozenset({0, 1})},
-            )  # fmt: skip
-        )
+        grown = await groups.heartbeat(steady_beat)
         assert grown.member_epoch == joined.member_epoch + 1
         assert [r[0] for r in written[before:]][:2] == [16, 3]  # the expression, then the epoch
 
