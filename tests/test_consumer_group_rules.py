@@ -226,6 +226,11 @@ def test_made_up_groups_leave_nothing_behind_and_steady_heartbeats_write_nothing
         manager.counts = {"t": 2, "tu": 1}  # a new topic: a new mapping, as LogManager gives
         grown = await groups.heartbeat(steady_beat)
         assert grown.member_epoch == joined.member_epoch + 1
+        left = await groups.heartbeat(Heartbeat("g", "m", -1, None, None, -1, None, None, None,
+                                                None))  # fmt: skip
+        assert left.error is ErrorCode.none
+        group = groups.groups["g"]  # empty, its epochs equal (KAFKA-20442)
+        assert (group.state.value, group.assignment_epoch) == ("Empty", group.group_epoch)
         assert [r[0] for r in written[before:]][:2] == [16, 3]  # the expression, then the epoch
 
     asyncio.run(scenario())

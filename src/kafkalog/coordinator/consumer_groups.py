@@ -44,6 +44,7 @@ from kafkalog.coordinator.consumer_group import (
     member_removal_records,
     reconcile,
     target_member_record,
+    target_metadata_record,
 )
 from kafkalog.coordinator.consumer_subscriptions import (
     InvalidRegexError,
@@ -474,12 +475,16 @@ class ConsumerGroups:
 
     async def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember); the
-        next heartbeat computes the target assignment without it."""
+        next heartbeat computes the target assignment without it. When it was the last, the
+        assignment epoch catches up at once, so an empty group's epochs match (KAFKA-20442)."""
         records = member_removal_records(group.group_id, member_id)
         rest = [m for m in group.members.values() if m.member_id != member_id]
         topics = subscribed_topics(group, rest, [], self.ctx.manager.topics(),
                                    self.ctx.manager.topic_id)  # fmt: skip
-        records.append(epoch_record(group.group_id, group.group_epoch + 1, metadata_hash(topics)))
+        epoch = group.group_epoch + 1
+        records.append(epoch_record(group.group_id, epoch, metadata_hash(topics)))
+        if not rest:
+            records.append(target_metadata_record(group.group_id, epoch, _now_ms()))
         await self._commit(group.group_id, records)
         self._forget_timers(group.group_id, member_id)
 
