@@ -449,3 +449,66 @@ def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(
         (r.record_type, r.value is None) for r in _records(tmp_path) if r.record_type in (2, 5)
     ]
     assert metadata[-3:] == [(2, False), (2, True), (5, False)]  # stored, tombstoned, then a's
+
+
+def test_a_commit_from_an_older_epoch_counts_for_partitions_given_by_then(
+    broker: tuple[Any, Client],
+) -> None:
+    """KIP-1251: a member whose epoch moved on while its commit was on its way may commit a
+    partition given to it at or before the epoch it names (assignmentEpoch <= clientEpoch <=
+    memberEpoch); a partition it no longer holds, or got later, is STALE_MEMBER_EPOCH. The
+    same rule for a transactional commit (TxnOffsetCommit), which names the member too. The
+    epochs are in the current-assignment records, as Kafka 4.3 writes them."""
+    server, c = broker
+    t = _tid(server)
+    c.join("g", "a", ("t",))  # a: epoch 1, all four partitions given at epoch 1
+    c.join("g", "b", ("t",))
+    c.heartbeat("g", "a", 1, owned={t: {0, 1, 2, 3}})
+    assert c.heartbeat("g", "a", 1, owned={t: {0, 1}}).member_epoch == 2  # keeps 0 and 1
+
+    def commit(partition: int, epoch: int) -> ErrorCode:
+        mod = request_module(ApiKey.OFFSET_COMMIT, 9)
+        part = make(mod, "OffsetCommitRequestPartition", partition_index=partition,
+                    committed_offset=1, committed_leader_epoch=-1,
+                    committed_metadata="")  # fmt: skip
+        body = make(
+            mod, "OffsetCommitRequest", group_id="g", generation_id_or_member_epoch=epoch,
+            member_id="a", group_instance_id=None,
+            topics=(make(mod, "OffsetCommitRequestTopic", name="t", partitions=(part,)),),
+        )  # fmt: skip
+        return c.call(ApiKey.OFFSET_COMMIT, 9, body).topics[0].partitions[0].error_code
+
+    def txn_commit(partition: int, epoch: int) -> ErrorCode:
+        mod = request_module(ApiKey.TXN_OFFSET_COMMIT, 3)
+        part = make(mod, "TxnOffsetCommitRequestPartition", partition_index=partition,
+                    committed_offset=1, committed_leader_epoch=-1,
+                    committed_metadata="")  # fmt: skip
+        body = make(
+            mod, "TxnOffsetCommitRequest", transactional_id="tx", group_id="g", producer_id=5,
+            producer_epoch=0, generation_id=epoch, member_id="a", group_instance_id=None,
+            topics=(make(mod, "TxnOffsetCommitRequestTopic", name="t", partitions=(part,)),),
+        )  # fmt: skip
+        return c.call(ApiKey.TXN_OFFSET_COMMIT, 3, body).topics[0].partitions[0].error_code
+
+    assert commit(0, 1) == ErrorCode.none  # given at 1, named at 1, member now at 2
+    assert commit(2, 1) == ErrorCode.stale_member_epoch  # revoked since
+    assert commit(0, 0) == ErrorCode.stale_member_epoch  # before it was given
+    assert commit(0, 3) == ErrorCode.stale_member_epoch  # ahead of the member
+    assert txn_commit(2, 1) == ErrorCode.stale_member_epoch
+    # the member's check passes; what refuses it now is the made-up producer, not the group
+    assert txn_commit(0, 1) not in (ErrorCode.stale_member_epoch, ErrorCode.unknown_member_id)
+    current = [r.value for r in _records_of(server) if r.record_type == 8 and r.value]
+    assert current[-1]["assignedPartitions"][0]["assignmentEpochs"] == [1, 1]
+
+
+def _records_of(server: Any) -> list[Any]:
+    """The records of ``__consumer_offsets`` as the running server's logs hold them."""
+    out = []
+    for tp, log in server.manager.logs().items():
+        if tp.topic != OFFSETS_TOPIC or not log.log_end_offset:
+            continue
+        info = log.read(log.log_start_offset, 1 << 20)
+        if info.records is not None:
+            for batch in MemoryRecords(info.records.read()).batches():
+                out += [decode("offsets", r.key, r.value) for r in batch if r.key is not None]
+    return out

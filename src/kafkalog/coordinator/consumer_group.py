@@ -76,6 +76,9 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: the member epoch at which each held partition was given (a commit from an
+    # epoch at or after it, up to the member's, is the member's own)
+    assignment_epochs: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
@@ -212,21 +215,37 @@ class ConsumerGroup:
                     old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                     previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, state=MemberState.STABLE,
                     assigned=NO_PARTITIONS, pending_revocation=NO_PARTITIONS,
+                    assignment_epochs={},
                 ))  # fmt: skip
             return
         state = value["state"]
+        epoch = value["memberEpoch"]
+        held = [*(value["assignedPartitions"] or ()), *(value["partitionsPendingRevocation"] or ())]
         self.put_member(
             dataclasses.replace(
                 old or ConsumerGroupMember(member_id),
-                member_epoch=value["memberEpoch"],
+                member_epoch=epoch,
                 previous_member_epoch=value["previousMemberEpoch"],
                 state=MemberState(state)
                 if state in MemberState._value2member_map_
                 else MemberState.UNKNOWN,
                 assigned=_assignment(value["assignedPartitions"]),
                 pending_revocation=_assignment(value["partitionsPendingRevocation"]),
+                assignment_epochs=_assignment_epochs(held, epoch),
             )
         )
+
+
+def _assignment_epochs(topics: list[Any], member_epoch: int) -> dict[tuple[str, int], int]:
+    """Each held partition's assignment epoch; a record written before KIP-1251 (none, or not
+    one per partition) gives the member's epoch, as Kafka 4.3 reads it."""
+    out = {}
+    for t in topics:
+        epochs = t.get("assignmentEpochs") or []
+        if len(epochs) != len(t["partitions"]):
+            epochs = [member_epoch] * len(t["partitions"])
+        out.update({(t["topicId"], p): e for p, e in zip(t["partitions"], epochs, strict=True)})
+    return out
 
 
 def _assignment(topics: Any) -> dict[str, frozenset[int]]:
@@ -248,12 +267,19 @@ def record_rows(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
     return rows
 
 
-def topic_partitions(assignment: Assignment) -> list[dict[str, Any]]:
-    return [
-        {"topicId": topic, "partitions": sorted(parts)}
-        for topic, parts in sorted(assignment.items())
-        if parts
-    ]
+def topic_partitions(
+    assignment: Assignment, epochs: Mapping[tuple[str, int], int] | None = None
+) -> list[dict[str, Any]]:
+    """An assignment as the records hold it; with ``epochs``, each partition's assignment
+    epoch beside it (KIP-1251's AssignmentEpochs, in the current assignment only)."""
+    out = []
+    for topic, parts in sorted(assignment.items()):
+        if parts:
+            entry: dict[str, Any] = {"topicId": topic, "partitions": sorted(parts)}
+            if epochs is not None:
+                entry["assignmentEpochs"] = [epochs[(topic, p)] for p in sorted(parts)]
+            out.append(entry)
+    return out
 
 
 def epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
@@ -283,8 +309,9 @@ def target_metadata_record(group_id: str, epoch: int, timestamp: int) -> Record:
 def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> Record:
     return (CURRENT_ASSIGNMENT, {"groupId": group_id, "memberId": m.member_id}, {
         "memberEpoch": m.member_epoch, "previousMemberEpoch": m.previous_member_epoch,
-        "state": int(m.state), "assignedPartitions": topic_partitions(m.assigned),
-        "partitionsPendingRevocation": topic_partitions(m.pending_revocation),
+        "state": int(m.state),
+        "assignedPartitions": topic_partitions(m.assigned, m.assignment_epochs),
+        "partitionsPendingRevocation": topic_partitions(m.pending_revocation, m.assignment_epochs),
     })  # fmt: skip
 
 
@@ -380,14 +407,22 @@ def _next(
             revoking[topic] = drop
         if free:
             adding[topic] = free
+
+    def epochs_of(new_epoch: int, *held: Assignment) -> dict[tuple[str, int], int]:
+        # what is kept keeps the epoch it was given at; what is added takes the new one
+        return {(t, p): member.assignment_epochs.get((t, p), new_epoch)
+                for a in held for t, ps in a.items() for p in ps}  # fmt: skip
+
     if revoking and _owns_any(owned, revoking):
         return _with_epoch(
             member, member_epoch, state=MemberState.UNREVOKED_PARTITIONS,
             assigned=assigned, pending_revocation=revoking,
+            assignment_epochs=epochs_of(member_epoch, assigned, revoking),
         )  # fmt: skip
     for topic, parts in adding.items():
         assigned[topic] = assigned.get(topic, frozenset()) | parts
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return _with_epoch(
-        member, target_epoch, state=state, assigned=assigned, pending_revocation=NO_PARTITIONS
-    )
+        member, target_epoch, state=state, assigned=assigned, pending_revocation=NO_PARTITIONS,
+        assignment_epochs=epochs_of(target_epoch, assigned),
+    )  # fmt: skip

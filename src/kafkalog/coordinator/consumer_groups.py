@@ -402,23 +402,41 @@ class ConsumerGroups:
 
     # -- offsets: who may commit and fetch (Kafka's ConsumerGroup.validateOffsetCommit/Fetch) --
 
-    def commit_error(
+    def commit_check(
         self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int,
         transactional: bool = False,
-    ) -> ErrorCode | None:  # fmt: skip
-        """Why a commit to ``group`` is refused, or None: an epoch below 0 commits only to an
-        empty group (an admin or a consumer outside the group), a member must be known, use
-        OffsetCommit v9 or later, and name its current epoch."""
+    ) -> tuple[ErrorCode | None, Callable[[str, int], ErrorCode | None] | None]:  # fmt: skip
+        """Why a commit to ``group`` is refused as a whole (or None), and the check of each
+        partition when the epoch is an older one of the member (or None). An epoch below 0
+        commits only to an empty group (an admin or a consumer outside the group); a member
+        must be known, use OffsetCommit v9 or later, and name its current epoch, or an older
+        one at or after which the partition was given to it (KIP-1251: ``assignmentEpoch <=
+        clientEpoch <= memberEpoch``; a member whose bumped epoch is still on its way is not
+        fenced for its own partitions)."""
         if member_epoch < 0 and not group.members:
-            return None
+            return None, None
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.unknown_member_id
+            return ErrorCode.unknown_member_id, None
         if not transactional and version < 9:
-            return ErrorCode.unsupported_version
-        if member_epoch != member.member_epoch:
+            return ErrorCode.unsupported_version, None
+        if member_epoch == member.member_epoch:
+            return None, None
+        if member_epoch > member.member_epoch or member_epoch < 0:
+            return ErrorCode.stale_member_epoch, None
+        topic_id = self.ctx.manager.topic_id
+
+        def partition_error(topic: str, partition: int) -> ErrorCode | None:
+            tid = topic_id(topic) or ""
+            held = partition in member.assigned.get(tid, frozenset()) or (
+                partition in member.pending_revocation.get(tid, frozenset())
+            )
+            given = member.assignment_epochs.get((tid, partition))
+            if held and given is not None and given <= member_epoch:
+                return None
             return ErrorCode.stale_member_epoch
-        return None
+
+        return None, partition_error
 
     def fetch_error(
         self, group: ConsumerGroup, member_id: str | None, member_epoch: int

@@ -52,14 +52,19 @@ async def offset_commit(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     instance = getattr(body, "group_instance_id", None)
     error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
     consumer_group = coord.consumer.groups.get(group_id)
+    member_check = None
     if error is None and consumer_group is not None:
-        error = coord.consumer.commit_error(consumer_group, body.member_id, generation, version)
+        error, member_check = coord.consumer.commit_check(
+            consumer_group, body.member_id, generation, version
+        )
     elif error is None and group is not None:
         error = group.commit_error(body.member_id, generation, instance)
     elif error is None and (generation >= 0 or body.member_id):
         error = ErrorCode.unknown_member_id  # a member of a group the coordinator does not know
     may_read = _may(ctx, request, AclOperation.READ, ResourceType.TOPIC)
-    codes, rows, commits = commit_rows(coord.ctx, group_id, body.topics, error, may_read)
+    codes, rows, commits = commit_rows(
+        coord.ctx, group_id, body.topics, error, may_read, member_check
+    )
     if rows:
         async with coord.commit_lock(group_id):
             try:

@@ -35,11 +35,13 @@ def commit_rows(
     topics: Any,
     error: ErrorCode | None,
     may_read: Callable[[str], bool] = lambda topic: True,
+    member_check: Callable[[str, int], ErrorCode | None] | None = None,
 ) -> tuple[dict[tuple[str, int], ErrorCode], OffsetRows, list[Commit]]:
     """Kafka's per-partition checks of an OffsetCommit or TxnOffsetCommit: each partition's
     code, the records of those that pass, and their offsets (one per record, in the records'
     order). A topic the principal may not READ (``may_read``) is refused first, then
-    ``error`` (the group's) fails the rest."""
+    ``error`` (the group's) fails the rest, then ``member_check`` each partition (a consumer
+    group member's older epoch, KIP-1251)."""
     known = ctx.manager.topics()
     now = int(time.time() * 1000)
     codes: dict[tuple[str, int], ErrorCode] = {}
@@ -54,6 +56,8 @@ def commit_rows(
                 codes[tp] = ErrorCode.topic_authorization_failed
             elif error is not None:
                 codes[tp] = error
+            elif member_check is not None and (refusal := member_check(*tp)) is not None:
+                codes[tp] = refusal
             elif not 0 <= p.partition_index < known.get(topic.name, 0):
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             elif len(metadata.encode()) > ctx.settings.offset_metadata_max_bytes:

@@ -227,8 +227,14 @@ async def txn_offset_commit(
     member_id = getattr(body, "member_id", "")
     instance = getattr(body, "group_instance_id", None)
     group = groups.groups.get(group_id)
+    consumer_group = groups.consumer.groups.get(group_id)
     error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
-    if error is None and (member_id or generation >= 0):  # a member: Kafka checks it
+    member_check = None
+    if error is None and consumer_group is not None:  # a KIP-848 group's member, or none
+        error, member_check = groups.consumer.commit_check(
+            consumer_group, member_id, generation, request.api_version, transactional=True
+        )
+    elif error is None and (member_id or generation >= 0):  # a member: Kafka checks it
         error = (
             ErrorCode.unknown_member_id
             if group is None
@@ -237,7 +243,9 @@ async def txn_offset_commit(
     may_read = lambda topic: ctx.allowed(  # noqa: E731
         request, AclOperation.READ, ResourceType.TOPIC, topic
     )
-    codes, rows, commits = commit_rows(groups.ctx, group_id, body.topics, error, may_read)
+    codes, rows, commits = commit_rows(
+        groups.ctx, group_id, body.topics, error, may_read, member_check
+    )
     if rows:
         async with groups.commit_lock(group_id):
             try:
