@@ -234,3 +234,41 @@ def test_made_up_groups_leave_nothing_behind_and_steady_heartbeats_write_nothing
         assert [r[0] for r in written[before:]][:2] == [16, 3]  # the expression, then the epoch
 
     asyncio.run(scenario())
+
+
+def test_a_static_member_that_left_keeps_its_partitions_one_session_then_goes() -> None:
+    """A static member leaving with epoch -2 (a restart on its way) keeps its assignment: a new
+    incarnation with the same ``group.instance.id`` takes it over at once. One that does not
+    come back within ``group.consumer.session.timeout.ms`` is removed, as in Kafka. A member
+    that heartbeats while the expiry waits for the group's lock is not fenced."""
+
+    async def scenario() -> None:
+        now = [0.0]
+
+        async def write(group_id: str, records: list[Record]) -> None:
+            pass
+
+        groups = ConsumerGroups(_Ctx(_Manager({"t": 2})), ConsumerGroupLimits(), write,
+                                lambda g: False, lambda: now[0])  # type: ignore[arg-type]  # fmt: skip
+
+        def join(member: str, instance: str) -> Heartbeat:
+            return Heartbeat("g", member, 0, instance, None, 1000, ("t",), None, None, {})
+
+        first = await groups.heartbeat(join("s1", "i1"))
+        assert dict(first.assignment or {}) == {T: frozenset({0, 1})}
+        left = await groups.heartbeat(Heartbeat("g", "s1", -2, "i1", None, -1, None, None,
+                                                None, None))  # fmt: skip
+        assert (left.error, left.member_epoch) == (ErrorCode.none, -2)
+        back = await groups.heartbeat(join("s2", "i1"))
+        assert back.error is ErrorCode.none
+        assert dict(back.assignment or {}) == {T: frozenset({0, 1})}
+        assert list(groups.groups["g"].members) == ["s2"]
+        await groups.heartbeat(Heartbeat("g", "s2", -2, "i1", None, -1, None, None, None,
+                                         None))  # fmt: skip
+        now[0] = 44.0
+        assert await groups.expire() == []
+        now[0] = 46.0
+        assert await groups.expire() == [("g", "s2")]
+        assert not groups.groups["g"].members
+
+    asyncio.run(scenario())

@@ -478,7 +478,9 @@ class ConsumerGroups:
                 await self._commit(
                     group.group_id, [current_assignment_record(group.group_id, leaving)]
                 )
+                # its partitions wait for it one session; then it is removed, as in Kafka
                 self._forget_timers(group.group_id, member.member_id)
+                self._time_member(group.group_id, leaving)
                 return HeartbeatAnswer(
                     member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
                 )
@@ -542,6 +544,13 @@ class ConsumerGroups:
         self._session_deadlines.pop((group_id, member_id), None)
         self._revocation_deadlines.pop((group_id, member_id), None)
 
+    def _is_due(self, key: tuple[str, str], now: float) -> bool:
+        session = self._session_deadlines.get(key)
+        revocation = self._revocation_deadlines.get(key)
+        return (session is not None and session <= now) or (
+            revocation is not None and revocation[0] <= now
+        )
+
     def next_deadline(self) -> float | None:
         deadlines = [*self._session_deadlines.values()]
         deadlines += [d for d, _ in self._revocation_deadlines.values()]
@@ -560,9 +569,8 @@ class ConsumerGroups:
                 if group is None or member_id not in group.members:
                     self._forget_timers(group_id, member_id)
                     continue
-                if group.members[member_id].member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    self._forget_timers(group_id, member_id)
-                    continue
+                if not self._is_due((group_id, member_id), now):
+                    continue  # it heartbeated while this waited for the group's lock
                 await self.fence(group, member_id)
                 fenced.append((group_id, member_id))
         return fenced
