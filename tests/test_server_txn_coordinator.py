@@ -394,7 +394,8 @@ def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None
             assert committed() == expected
         assert c.groups.groups["grp"].offsets[("t", 0)].offset == 7
         logs = {p: c.manager.get_log(OFFSETS_TOPIC, p) for p in range(3)}
-        durable, open_rows, _ = load_offsets(logs)
+        loaded = load_offsets(logs)
+        durable, open_rows = loaded.committed, loaded.open_transactions
         assert durable["grp"][("t", 0)].offset == 7 and open_rows == {}
 
     run(tmp_path, scenario, **props)
@@ -444,7 +445,8 @@ def test_a_committed_transaction_replaces_only_an_older_offset_record(
         assert c.groups.group("grp").offsets[("t", 0)].offset == 9  # the transaction is open
         await c.txns.end_transaction("app", pid, epoch, True)
         assert c.groups.group("grp").offsets[("t", 0)].offset == expected
-        durable, open_offsets, _ = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        loaded = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
+        durable, open_offsets = loaded.committed, loaded.open_transactions
         assert durable["grp"][("t", 0)].offset == expected and open_offsets == {}
 
     async def restarted(c: Coordinators) -> None:
