@@ -122,12 +122,11 @@ class ConsumerGroup:
         """Every topic some member subscribes to, by name or by a resolved expression."""
         out: set[str] = set()
         for m in self.members.values():
-            out.update(m.subscribed_topic_names)
-            if m.subscribed_topic_regex and m.subscribed_topic_regex in self.regexes:
-                out.update(self.regexes[m.subscribed_topic_regex][0])
+            out |= self.member_topics(m)
         return out
 
     def member_topics(self, member: ConsumerGroupMember) -> set[str]:
+        """A member's topics: its names, and what its expression last resolved to."""
         out = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
         if regex and regex in self.regexes:

@@ -69,18 +69,16 @@ def subscription_changed(old: ConsumerGroupMember, new: ConsumerGroupMember) -> 
 
 
 def member_topics(group: ConsumerGroup, m: ConsumerGroupMember, records: list[Record]) -> set[str]:
-    """A member's topics: its names, and what its regular expression resolves to (in this
-    heartbeat's records if it was resolved just now)."""
-    out = set(m.subscribed_topic_names)
+    """A member's topics, with its expression as this heartbeat's records resolve it when
+    they do (``ConsumerGroup.member_topics`` otherwise)."""
     regex = m.subscribed_topic_regex
-    if regex:
-        fresh = [r for r in records
-                 if r[0] == REGULAR_EXPRESSION and r[1]["regularExpression"] == regex]  # fmt: skip
-        if fresh and fresh[-1][2] is not None:
-            out.update(fresh[-1][2]["topics"])
-        elif regex in group.regexes:
-            out.update(group.regexes[regex][0])
-    return out
+    fresh = [
+        r for r in records if regex and r[0] == REGULAR_EXPRESSION
+        and r[1]["regularExpression"] == regex
+    ]  # fmt: skip
+    if fresh and fresh[-1][2] is not None:
+        return set(m.subscribed_topic_names) | set(fresh[-1][2]["topics"])
+    return group.member_topics(m)
 
 
 def subscribed_topics(
