@@ -293,11 +293,13 @@ def test_kafka_with_standard_authorizer_refuses_the_same_way(tmp_path: Path) -> 
     assert not differ, differ
 
 
+@pytest.mark.parametrize("version", [9, 12])
 def test_a_transactional_batch_needs_write_on_its_transactional_id(
-    secured: tuple[Any, Path],
+    secured: tuple[Any, Path], version: int
 ) -> None:
     """Kafka checks the transactional id only when a batch is transactional; then every
-    partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing is written."""
+    partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing is written: at
+    version 12 (transaction version 2) not even the implicit add to the transaction."""
     from kafkalog import MemoryRecords
     from server_helpers import produce_body
 
@@ -305,10 +307,10 @@ def test_a_transactional_batch_needs_write_on_its_transactional_id(
     before = _files(data)
     records = bytes(MemoryRecords.build([Record(b"x")], producer_id=7, producer_epoch=0,
                                         base_sequence=0, is_transactional=True))  # fmt: skip
-    body = dataclasses.replace(produce_body(9, "t", 0, records), transactional_id="t")
+    body = dataclasses.replace(produce_body(version, "t", 0, records), transactional_id="t")
     with socket.create_connection(("127.0.0.1", _port(server)), timeout=30) as sock:
         _login(sock, "bob", "bob-pw")
-        sock.sendall(frame(0, 9, body, 7))
-        answer = decode_response(0, 9, read_frame(sock), header_v1=True)
+        sock.sendall(frame(0, version, body, 7))
+        answer = decode_response(0, version, read_frame(sock), header_v1=True)
     assert _codes(answer) == {TXN_DENIED}
     assert _files(data) == before

@@ -65,19 +65,24 @@ class Coordinators:
     def produce(
         self, txn: str | None, topic: str, partition: int, pid: int, epoch: int, seq: int = 0
     ) -> ErrorCode:
-        data = bytes(
-            MemoryRecords.build(
-                [Record(b"v%d" % seq)],
-                producer_id=pid,
-                producer_epoch=epoch,
-                base_sequence=seq,
-                is_transactional=True,
-            )
-        )
+        data = transactional_batch(pid, epoch, seq)
         body = dataclasses.replace(produce_body(9, topic, partition, data), transactional_id=txn)
         response = self.broker.handle(as_request(0, 9, body))
         code: ErrorCode = response.responses[0].partition_responses[0].error_code
         return code
+
+
+def transactional_batch(pid: int, epoch: int, seq: int) -> bytes:
+    """One transactional record of the producer, value ``v<seq>``, at sequence ``seq``."""
+    return bytes(
+        MemoryRecords.build(
+            [Record(b"v%d" % seq)],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+    )
 
 
 def run(path: Path, scenario: Callable[[Coordinators], Awaitable[None]], **props: Any) -> None:
@@ -103,6 +108,12 @@ def markers(c: Coordinators, topic: str, partition: int) -> list[tuple[int, int,
     return out
 
 
+async def _end(c: Coordinators, *args: Any) -> ErrorCode:
+    """EndTxn's error at transaction version 1 (its id and epoch are -1 there)."""
+    code, _, _ = await c.txns.end_transaction(*args)
+    return code
+
+
 def test_each_init_bumps_the_epoch_and_fences_the_older_producer(tmp_path: Path) -> None:
     async def scenario(c: Coordinators) -> None:
         c.manager.create_topic("t", 1)
@@ -113,10 +124,8 @@ def test_each_init_bumps_the_epoch_and_fences_the_older_producer(tmp_path: Path)
         assert await c.txns.add_partitions("app", pid, 0, [("t", 0)]) == {
             ("t", 0): ErrorCode.producer_fenced
         }
-        assert await c.txns.end_transaction("app", pid, 0, True) == ErrorCode.producer_fenced
-        assert await c.txns.end_transaction("app", pid + 1, 1, True) == (
-            ErrorCode.invalid_producer_id_mapping
-        )
+        assert await _end(c, "app", pid, 0, True) == ErrorCode.producer_fenced
+        assert await _end(c, "app", pid + 1, 1, True) == (ErrorCode.invalid_producer_id_mapping)
         assert c.produce("app", "t", 0, pid, 0) == ErrorCode.invalid_producer_epoch
         # a retry of the bump (KIP-360: the client names the epoch it had) is not a new bump
         assert await c.txns.init_producer_id("app", MINUTE, pid, 0) == (ErrorCode.none, pid, 1)
@@ -141,10 +150,8 @@ def test_bad_timeouts_and_ids_are_refused(tmp_path: Path) -> None:
             ("nope", 0): ErrorCode.unknown_topic_or_partition,
             ("t", 0): ErrorCode.unknown_topic_or_partition,
         }
-        assert await c.txns.end_transaction("app", pid, 0, True) == ErrorCode.invalid_txn_state
-        assert await c.txns.end_transaction("ghost", 1, 0, True) == (
-            ErrorCode.invalid_producer_id_mapping
-        )
+        assert await _end(c, "app", pid, 0, True) == ErrorCode.invalid_txn_state
+        assert await _end(c, "ghost", 1, 0, True) == (ErrorCode.invalid_producer_id_mapping)
 
     run(tmp_path, scenario)
 
@@ -164,7 +171,7 @@ def test_produce_needs_the_partition_in_the_ongoing_transaction(tmp_path: Path) 
         assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
         assert c.produce("app", "t", 1, pid, epoch) == ErrorCode.invalid_txn_state
         assert c.produce("other", "t", 0, pid, epoch) == ErrorCode.invalid_producer_id_mapping
-        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
+        assert await _end(c, "app", pid, epoch, True) == ErrorCode.none
         assert c.produce("app", "t", 0, pid, epoch, seq=1) == ErrorCode.invalid_txn_state
         assert c.manager.get_log("t", 1).log_end_offset == 0
 
@@ -178,16 +185,14 @@ def test_commit_and_abort_write_markers_and_the_state_log(tmp_path: Path) -> Non
         await c.txns.add_partitions("app", pid, epoch, [("t", 0), ("t", 1)])
         assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
         assert c.manager.get_log("t", 0).last_stable_offset == 0  # undecided
-        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
-        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none  # retry
-        assert await c.txns.end_transaction("app", pid, epoch, False) == (
-            ErrorCode.invalid_txn_state
-        )
+        assert await _end(c, "app", pid, epoch, True) == ErrorCode.none
+        assert await _end(c, "app", pid, epoch, True) == ErrorCode.none  # retry
+        assert await _end(c, "app", pid, epoch, False) == (ErrorCode.invalid_txn_state)
         assert markers(c, "t", 0) == markers(c, "t", 1) == [(pid, epoch, True)]
         assert c.manager.get_log("t", 0).last_stable_offset == 2
         await c.txns.add_partitions("app", pid, epoch, [("t", 1)])
         assert c.produce("app", "t", 1, pid, epoch) == ErrorCode.none
-        assert await c.txns.end_transaction("app", pid, epoch, False) == ErrorCode.none
+        assert await _end(c, "app", pid, epoch, False) == ErrorCode.none
         assert markers(c, "t", 0) == [(pid, epoch, True)]
         assert markers(c, "t", 1) == [(pid, epoch, True), (pid, epoch, False)]
         meta = c.txns.transactions["app"]
@@ -222,7 +227,7 @@ def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch(tmp_path: Path) 
         assert await c.txns.abort_timed_out(start + MINUTE) == 1
         assert markers(c, "t", 0) == [(pid, epoch + 1, False)]
         assert c.manager.get_log("t", 0).last_stable_offset == 2
-        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.producer_fenced
+        assert await _end(c, "app", pid, epoch, True) == ErrorCode.producer_fenced
         assert c.produce("app", "t", 0, pid, epoch, seq=1) == ErrorCode.invalid_producer_epoch
         assert (await c.txns.init_producer_id("app", MINUTE, -1, -1))[2] == epoch + 2
 
@@ -293,7 +298,7 @@ def test_markers_carry_the_transaction_log_partitions_leader_epoch(tmp_path: Pat
         assert (code, pid, epoch) == (ErrorCode.none, 5, 1)
         await c.txns.add_partitions("app", pid, epoch, [("t", 0)])
         assert c.produce("app", "t", 0, pid, epoch) == ErrorCode.none
-        assert await c.txns.end_transaction("app", pid, epoch, True) == ErrorCode.none
+        assert await _end(c, "app", pid, epoch, True) == ErrorCode.none
         assert c.txns.transactions["app"].state == COMPLETE_COMMIT
         log = c.manager.get_log("t", 0)
         last = list(MemoryRecords(log.read(0, 1 << 20).records.read()).batches())[-1]
@@ -329,11 +334,11 @@ def test_ids_in_the_transaction_log_are_never_handed_out_again(tmp_path: Path) -
 
 
 async def txn_offset_commit(
-    c: Coordinators, txn: str, group: str, pid: int, epoch: int, offset: int
+    c: Coordinators, txn: str, group: str, pid: int, epoch: int, offset: int, version: int = 3
 ) -> ErrorCode:
     from kafkalog.server.txn_apis import txn_offset_commit as handle
 
-    mod = request_module(28, 3)
+    mod = request_module(28, version)
     body = make(
         mod,
         "TxnOffsetCommitRequest",
@@ -362,7 +367,7 @@ async def txn_offset_commit(
             ),
         ),
     )
-    response = await handle(c.groups, c.txns, c.ctx, as_request(28, 3, body))
+    response = await handle(c.groups, c.txns, c.ctx, as_request(28, version, body))
     code: ErrorCode = response.topics[0].partitions[0].error_code
     return code
 
@@ -389,7 +394,7 @@ def test_transactional_offsets_count_only_when_committed(tmp_path: Path) -> None
             await c.txns.add_partitions("app", pid, epoch, [tp])
             assert await txn_offset_commit(c, "app", "grp", pid, epoch, offset) == ErrorCode.none
             assert committed() == expected  # pending until the transaction ends
-            await c.txns.end_transaction("app", pid, epoch, commit)
+            await _end(c, "app", pid, epoch, commit)
             expected = offset if commit else expected
             assert committed() == expected
         assert c.groups.groups["grp"].offsets[("t", 0)].offset == 7
@@ -443,7 +448,7 @@ def test_a_committed_transaction_replaces_only_an_older_offset_record(
         if plain_after:
             assert await offset_commit(c, "grp", 9) == ErrorCode.none
         assert c.groups.group("grp").offsets[("t", 0)].offset == 9  # the transaction is open
-        await c.txns.end_transaction("app", pid, epoch, True)
+        await _end(c, "app", pid, epoch, True)
         assert c.groups.group("grp").offsets[("t", 0)].offset == expected
         loaded = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)})
         durable, open_offsets = loaded.committed, loaded.open_transactions
@@ -473,7 +478,7 @@ def test_deleting_a_groups_offsets_drops_them_from_its_open_transactions(tmp_pat
         body = make(mod, "DeleteGroupsRequest", groups_names=("grp",))
         answer = await delete_groups(c.groups, c.ctx, as_request(42, 2, body))
         assert answer.results[0].error_code == ErrorCode.none
-        await c.txns.end_transaction("app", pid, epoch, True)
+        await _end(c, "app", pid, epoch, True)
         assert ("t", 0) not in c.groups.group("grp").offsets
         durable = load_offsets({0: c.manager.get_log(OFFSETS_TOPIC, 0)}).committed
         assert "grp" not in durable or ("t", 0) not in durable["grp"]
@@ -489,26 +494,33 @@ def test_deleting_a_groups_offsets_drops_them_from_its_open_transactions(tmp_pat
 
 
 def test_state_records_are_kafkas_transaction_log_format() -> None:
-    """The bytes Kafka's TransactionLog.valueToBytes writes at value version 0: partitions
-    null while Empty, grouped by topic otherwise (checked field by field by the decoder
-    that reads Kafka's own records in the dump-log tests)."""
-    meta = TransactionMetadata("app", 1000, 3, MINUTE, ONGOING, {("b", 1), ("a", 0), ("b", 0)})
-    meta.start_ms, meta.last_update_ms = 111, 222
+    """The bytes Kafka 4.3.1's TransactionLog.valueToBytes writes at value version 1 (a
+    broker with transaction.version finalized): partitions grouped by topic, null while Empty,
+    and the tagged previous/next producer ids and client transaction version when they are
+    not their defaults. The vectors are Kafka's own (its generated TransactionLogValue
+    serialized with MessageUtil.toVersionPrefixedBytes)."""
+    meta = TransactionMetadata(
+        "app", 1000, 3, MINUTE, ONGOING, {("b", 1), ("a", 0), ("b", 0)}, 111, 222,
+        client_transaction_version=2,
+    )  # fmt: skip
     assert transaction_key("app") == b"\x00\x00\x00\x03app"
+    assert transaction_value(meta).hex() == (
+        "000100000000000003e800030000ea600103026102000000000002620300000000000000010000"
+        "000000000000de000000000000006f0102020002"
+    )
+    rotated = TransactionMetadata(
+        "app", 1001, 0, MINUTE, COMPLETE_COMMIT, set(), 111, 222, previous_producer_id=1000,
+        client_transaction_version=2,
+    )  # fmt: skip
+    assert transaction_value(rotated).hex() == (
+        "000100000000000003e900000000ea60040100000000000000de000000000000006f0200080000"
+        "0000000003e802020002"
+    )
     decoded = decode("transactions", transaction_key("app"), transaction_value(meta))
-    assert decoded.value_version == 0
-    assert decoded.value == {
-        "producerId": 1000,
-        "producerEpoch": 3,
-        "transactionTimeoutMs": MINUTE,
-        "transactionStatus": 1,
-        "transactionPartitions": [
-            {"topic": "a", "partitionIds": [0]},
-            {"topic": "b", "partitionIds": [0, 1]},
-        ],
-        "transactionLastUpdateTimestampMs": 222,
-        "transactionStartTimestampMs": 111,
-    }
+    assert decoded.value_version == 1
+    assert decoded.value["transactionPartitions"] == [
+        {"topic": "a", "partitionIds": [0]},
+        {"topic": "b", "partitionIds": [0, 1]},
+    ]
     empty = dataclasses.replace(meta, state=0, partitions=set())
-    raw = transaction_value(empty)
-    assert raw[2 + 8 + 2 + 4 + 1 : 2 + 8 + 2 + 4 + 1 + 4] == b"\xff\xff\xff\xff"  # null
+    assert transaction_value(empty)[2 + 8 + 2 + 4 + 1] == 0  # a null compact array

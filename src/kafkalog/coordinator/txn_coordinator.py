@@ -1,5 +1,5 @@
 """The transaction coordinator: transactional ids, their producer ids and epochs, and the
-two-phase end of a transaction (Kafka's TransactionCoordinator, transaction version 1).
+two-phase end of a transaction (Kafka's TransactionCoordinator, transaction versions 1 and 2).
 
 Why: exactly-once needs one authority per transactional id that fences zombie producers (an
 epoch bump on every InitProducerId), remembers which partitions a transaction touched, and turns
@@ -10,14 +10,20 @@ the last. Transactions left open longer than their ``transaction.timeout.ms`` ar
 bumped epoch, so the abandoned producer is fenced. Every change runs under its id's lock, on the
 event loop; file work goes to worker threads.
 
+Transaction version 2 (KIP-890 part 2), which this broker finalizes: a client that ends its
+transaction with EndTxn v5 gets the epoch bumped by every commit or abort, and the markers
+carry the bumped epoch, so a late batch of the finished transaction is fenced in every
+partition; when the bump exhausts the epochs a new producer id takes over once the markers
+are written. Such a client adds partitions implicitly, by producing (Produce v12) or committing
+offsets (TxnOffsetCommit v5). A client of version 1 (EndTxn up to v4, AddPartitionsToTxn) keeps
+its epoch until InitProducerId; both kinds are served side by side, each id by its own rule.
+
 Produce requests of a transactional producer are checked here first (Kafka's
 ``transaction.partition.verification.enable``, KIP-890 part 1): the partition must be in the
 producer's ongoing transaction, under a lock the coordinator also takes when it decides, so no
 batch can land after its transaction's marker and leave a hanging transaction.
 
-Refuses: transaction version 2 (KIP-890 part 2: EndTxn v5, implicit partition adds); this
-broker advertises no ``transaction.version`` feature, so clients use version 1. Two-phase commit
-(KIP-939) and the expiry of idle transactional ids are not served.
+Refuses: two-phase commit (KIP-939) and the expiry of idle transactional ids are not served.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from kafkalog.coordinator.txn_store import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     EMPTY,
+    NO_PRODUCER_ID,
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
@@ -56,6 +63,8 @@ logger = logging.getLogger("kafkalog.server")
 
 RunInWorker = Callable[..., Awaitable[Any]]
 EPOCH_EXHAUSTED = 2**15 - 2  # Kafka rotates the producer id at Short.MaxValue - 1
+EPOCH_MAX = 2**15 - 1
+TRANSACTION_VERSION_2 = 2
 TopicPartition = tuple[str, int]
 
 
@@ -78,7 +87,12 @@ class TransactionCoordinator:
     async def start(self) -> None:
         logs = [log for tp, log in self.ctx.manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
         self.transactions = await self.run(load_transactions, logs)
-        self.ctx.producer_ids.reserve_above(m.producer_id for m in self.transactions.values())
+        self.ctx.producer_ids.reserve_above(
+            pid
+            for m in self.transactions.values()
+            for pid in (m.producer_id, m.next_producer_id)
+            if pid != NO_PRODUCER_ID
+        )
         if self.transactions:
             logger.info("loaded %d transactional ids", len(self.transactions))
         for meta in list(self.transactions.values()):
@@ -152,9 +166,15 @@ class TransactionCoordinator:
             if meta is None:
                 pid = await self.run(self.ctx.producer_ids.generate)
                 meta = TransactionMetadata(transactional_id, pid, -1, timeout_ms)
-            elif producer_id >= 0 and not (
-                producer_id == meta.producer_id
-                and producer_epoch in (meta.producer_epoch, meta.last_producer_epoch)
+            elif (
+                producer_id >= 0
+                and not (
+                    producer_id == meta.producer_id
+                    and producer_epoch in (meta.producer_epoch, meta.last_producer_epoch)
+                )
+                and not (  # the id a version 2 bump rotated away from, at its last epoch
+                    producer_id == meta.previous_producer_id and producer_epoch >= EPOCH_EXHAUSTED
+                )
             ):
                 return ErrorCode.producer_fenced, -1, -1
             elif (
@@ -179,6 +199,7 @@ class TransactionCoordinator:
                 last_producer_epoch=meta.producer_epoch,
             )
             if meta.producer_epoch >= EPOCH_EXHAUSTED:
+                bumped.previous_producer_id = meta.producer_id
                 bumped.producer_id = await self.run(self.ctx.producer_ids.generate)
                 bumped.producer_epoch, bumped.last_producer_epoch = 0, -1
             else:
@@ -205,8 +226,11 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: list[TopicPartition],
+        client_transaction_version: int = 0,
     ) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn and AddOffsetsToTxn: every partition's error."""
+        """AddPartitionsToTxn and AddOffsetsToTxn (``client_transaction_version`` 0), and the
+        implicit adds of a transaction version 2 client's Produce and TxnOffsetCommit (2):
+        every partition's error."""
         known = self.ctx.manager.topics()
         unknown = [tp for tp in partitions if not 0 <= tp[1] < known.get(tp[0], 0)]
         if unknown:
@@ -222,17 +246,18 @@ class TransactionCoordinator:
                 if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                     code = ErrorCode.concurrent_transactions
                 elif meta.state != ONGOING or not set(partitions) <= meta.partitions:
-                    code = await self._begin_or_extend(meta, partitions)
+                    code = await self._begin_or_extend(meta, partitions, client_transaction_version)
             return dict.fromkeys(partitions, code)
 
     async def _begin_or_extend(
-        self, meta: TransactionMetadata, partitions: list[TopicPartition]
+        self, meta: TransactionMetadata, partitions: list[TopicPartition], version: int
     ) -> ErrorCode:
         added = dataclasses.replace(
             meta,
             state=ONGOING,
             partitions=meta.partitions | set(partitions),
             start_ms=meta.start_ms if meta.state == ONGOING else wall_clock_ms(),
+            client_transaction_version=version,
         )
         try:
             await self._persist(added)
@@ -243,25 +268,111 @@ class TransactionCoordinator:
         return ErrorCode.none
 
     async def end_transaction(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> ErrorCode:
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = 0,
+    ) -> tuple[ErrorCode, int, int]:
+        """EndTxn: the error, and for a transaction version 2 client the producer id and epoch
+        it goes on with (-1, -1 with an error, and always below version 2)."""
         async with self._lock(transactional_id):
+            if client_transaction_version >= TRANSACTION_VERSION_2:
+                return await self._end_v2(transactional_id, producer_id, producer_epoch, commit)
             meta, code = self._check_producer(transactional_id, producer_id, producer_epoch)
             if code is not ErrorCode.none or meta is None:
-                return code
+                return code, -1, -1
             done, pending = (
                 (COMPLETE_COMMIT, PREPARE_COMMIT) if commit else (COMPLETE_ABORT, PREPARE_ABORT)
             )
             if meta.state == done:
-                return ErrorCode.none  # a retry of the request that completed it
+                return ErrorCode.none, -1, -1  # a retry of the request that completed it
             if meta.state == pending:
-                return ErrorCode.concurrent_transactions
+                return ErrorCode.concurrent_transactions, -1, -1
             if meta.state != ONGOING:
-                return ErrorCode.invalid_txn_state
-            return await self._decide(meta, commit)
+                return ErrorCode.invalid_txn_state, -1, -1
+            return await self._decide(meta, commit), -1, -1
 
-    async def _decide(self, meta: TransactionMetadata, commit: bool) -> ErrorCode:
+    async def _end_v2(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> tuple[ErrorCode, int, int]:
+        """Kafka's endTransaction for a client of transaction version 2. The epoch a request
+        names tells a retry from the next transaction's end: the id's epoch one above it is a
+        retry of the end that bumped it (or, after the bump rotated the id, the previous id at
+        the last epoch), and the same epoch ends the ongoing transaction, or aborts an empty
+        one (the client may not know whether its produce added a partition)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        retry_on_overflow = (
+            meta.previous_producer_id == producer_id
+            and producer_epoch == EPOCH_EXHAUSTED
+            and meta.producer_epoch == 0
+        )
+        is_retry = meta.producer_epoch == producer_epoch + 1 or retry_on_overflow
+        same = producer_epoch == meta.producer_epoch
+        valid = (
+            is_retry
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT)
+            else (is_retry or same)
+            if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT)
+            else same
+        )
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        if not valid:
+            return ErrorCode.producer_fenced, -1, -1
+        current = ErrorCode.none, meta.producer_id, meta.producer_epoch
+        refused = ErrorCode.invalid_txn_state, -1, -1
+        if meta.state == ONGOING:
+            return await self._end_and_answer(meta, commit)
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            retried = meta.state == (PREPARE_COMMIT if commit else PREPARE_ABORT)
+            return (ErrorCode.concurrent_transactions, -1, -1) if retried else refused
+        if meta.state == COMPLETE_COMMIT and commit:
+            return current if is_retry else refused
+        if meta.state == COMPLETE_ABORT and commit:
+            return refused
+        if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT) and is_retry:
+            return current if meta.state == COMPLETE_ABORT else refused
+        if meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and not commit:
+            return await self._end_and_answer(meta, commit)  # an abort with nothing added
+        return refused
+
+    async def _end_and_answer(
+        self, meta: TransactionMetadata, commit: bool
+    ) -> tuple[ErrorCode, int, int]:
+        """Decide with the epoch bump; the id and epoch the client goes on with are those of
+        the Complete state, answered as soon as the decision is durable (as Kafka answers
+        before its markers are written)."""
+        code = await self._decide(meta, commit, bump=True)
+        if code is not ErrorCode.none:
+            return code, -1, -1
+        now = self.transactions[meta.transactional_id]
+        shown = now if now.state in (COMPLETE_COMMIT, COMPLETE_ABORT) else _completed(now, commit)
+        return ErrorCode.none, shown.producer_id, shown.producer_epoch
+
+    async def _decide(
+        self, meta: TransactionMetadata, commit: bool, bump: bool = False
+    ) -> ErrorCode:
+        """Make the decision durable, then complete it. ``bump``: transaction version 2's
+        prepare (Kafka's prepareAbortOrCommit), one epoch up, and a next producer id when
+        that exhausts the epochs."""
         prepared = dataclasses.replace(meta, state=PREPARE_COMMIT if commit else PREPARE_ABORT)
+        if bump:
+            if meta.producer_epoch >= EPOCH_EXHAUSTED:
+                try:
+                    prepared.next_producer_id = await self.run(self.ctx.producer_ids.generate)
+                except KafkaLogError as err:
+                    logger.warning("no producer id for %s: %s", meta.transactional_id, err)
+                    return ErrorCode.coordinator_not_available
+            if not (meta.producer_epoch == EPOCH_MAX and not commit):
+                prepared.producer_epoch = meta.producer_epoch + 1
+            prepared.last_producer_epoch = meta.producer_epoch
+            prepared.client_transaction_version = TRANSACTION_VERSION_2
+            if meta.state != ONGOING:  # an abort with no partition: it starts and ends now
+                prepared.start_ms = wall_clock_ms()
         try:
             await self._persist(prepared)
         except KafkaLogError as err:
@@ -280,9 +391,7 @@ class TransactionCoordinator:
             return ErrorCode.none  # the decision is durable: the client's part is done
         for partition in offsets:
             self.groups.complete_transaction(meta.producer_id, partition, commit)
-        completed = dataclasses.replace(
-            meta, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set()
-        )
+        completed = _completed(meta, commit)
         try:
             await self._persist(completed)
         except KafkaLogError as err:  # Prepare stays: finished again later, or at start
@@ -310,12 +419,10 @@ class TransactionCoordinator:
         return offsets
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> ErrorCode:
-        """Kafka's prepareFenceProducerEpoch: the abort's markers carry a bumped epoch, so
-        the producer that left the transaction open is fenced in every partition."""
-        fenced = dataclasses.replace(
-            meta, producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch
-        )
-        return await self._decide(fenced, False)
+        """Kafka's prepareFenceProducerEpoch and the abort that follows it, at this broker's
+        transaction version (2): the abort's markers carry a bumped epoch, so the producer
+        that left the transaction open is fenced in every partition."""
+        return await self._decide(meta, False, bump=True)
 
     # --- timeouts ---------------------------------------------------------------------------
 
@@ -351,3 +458,20 @@ class TransactionCoordinator:
                 await self.abort_timed_out(wall_clock_ms())
             except KafkaLogError:
                 logger.exception("could not abort timed-out transactions; trying again later")
+
+
+def _completed(meta: TransactionMetadata, commit: bool) -> TransactionMetadata:
+    """The Complete state a decided transaction moves to once its markers are written (Kafka's
+    prepareComplete): no partitions, and the next producer id with epoch 0 when a version 2
+    bump exhausted the epochs of the current one."""
+    completed = dataclasses.replace(
+        meta,
+        state=COMPLETE_COMMIT if commit else COMPLETE_ABORT,
+        partitions=set(),
+        next_producer_id=NO_PRODUCER_ID,
+    )
+    rotated = meta.client_transaction_version >= TRANSACTION_VERSION_2
+    if rotated and meta.next_producer_id != NO_PRODUCER_ID:
+        completed.producer_id, completed.producer_epoch = meta.next_producer_id, 0
+        completed.previous_producer_id = meta.producer_id
+    return completed

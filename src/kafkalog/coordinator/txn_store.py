@@ -3,11 +3,14 @@
 Why: a transaction's state must survive a restart (a commit decided before a crash must still
 reach every partition), and it must live where Kafka keeps it, so ``kafka-dump-log
 --transaction-log-decoder`` (Kafka's or kafkalog's) reads it. Each state change is one record:
-key TransactionLogKey version 0 (the transactional id), value TransactionLogValue version 0,
-the version Kafka writes until ``transaction.version`` 2 (KIP-890) is finalized: producer id
-and epoch, timeout, state, the partitions of the transaction (null while Empty) and two
-timestamps (Kafka's TransactionLog.keyToBytes / valueToBytes). A transactional id's records go
-to partition ``abs(transactionalId.hashCode()) % transaction.state.log.num.partitions``.
+key TransactionLogKey version 0 (the transactional id), value TransactionLogValue version 1,
+the version Kafka writes once ``transaction.version`` 1 or more is finalized (this broker
+finalizes 2): producer id and epoch, timeout, state, the partitions of the transaction (null
+while Empty), two timestamps, and as tagged fields the previous and next producer ids and the
+transaction version of the client that began the transaction (Kafka's
+TransactionLog.keyToBytes / valueToBytes). Version 0 records (older brokers) are read too. A
+transactional id's records go to partition
+``abs(transactionalId.hashCode()) % transaction.state.log.num.partitions``.
 
 Refuses: value versions it cannot read (skipped on load, as Kafka's loader skips unknown keys),
 and compression: Kafka writes this topic uncompressed.
@@ -34,7 +37,8 @@ TRANSACTION_TOPIC_CONFIG = {
 }
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD = range(7)
 PREPARE_EPOCH_FENCE = 7
-_KEY_VERSION, _VALUE_VERSION = 0, 0
+_KEY_VERSION, _VALUE_VERSION = 0, 1
+NO_PRODUCER_ID = -1
 
 
 @dataclass(slots=True)
@@ -51,6 +55,12 @@ class TransactionMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     last_producer_epoch: int = -1
+    previous_producer_id: int = NO_PRODUCER_ID
+    # the id a transaction version 2 commit or abort moves to once its markers are written,
+    # when the epoch bump exhausted the current id's epochs (Kafka's nextProducerId)
+    next_producer_id: int = NO_PRODUCER_ID
+    # 2 when the transaction was begun by a transaction version 2 client (KIP-890), else 0
+    client_transaction_version: int = 0
 
     @property
     def state_name(self) -> str:
@@ -76,6 +86,9 @@ def transaction_value(meta: TransactionMetadata) -> bytes:
         else [{"topic": t, "partitionIds": ids} for t, ids in by_topic.items()],
         "transactionLastUpdateTimestampMs": meta.last_update_ms,
         "transactionStartTimestampMs": meta.start_ms,
+        "previousProducerId": meta.previous_producer_id,
+        "nextProducerId": meta.next_producer_id,
+        "clientTransactionVersion": meta.client_transaction_version,
     }
     return encode_versioned("TransactionLogValue", _VALUE_VERSION, fields)
 
@@ -116,6 +129,9 @@ def _apply(out: dict[str, TransactionMetadata], key: bytes, value: bytes | None)
         {(p["topic"], pid) for p in v["transactionPartitions"] or () for pid in p["partitionIds"]},
         v["transactionStartTimestampMs"],
         v["transactionLastUpdateTimestampMs"],
+        previous_producer_id=v.get("previousProducerId", NO_PRODUCER_ID),
+        next_producer_id=v.get("nextProducerId", NO_PRODUCER_ID),
+        client_transaction_version=v.get("clientTransactionVersion", 0),
     )
 
 

@@ -1,4 +1,4 @@
-"""The Produce response frame, written by hand (Kafka's ProduceResponse.json, versions 3 to 11),
+"""The Produce response frame, written by hand (Kafka's ProduceResponse.json, versions 3 to 12),
 and the plain objects the broker builds it from.
 
 Why: every acknowledged batch costs one. Written through kio's generic entity writer, a frame
@@ -27,7 +27,7 @@ _I16 = struct.Struct(">h")
 _PARTITION = struct.Struct(">ihq")  # index, error code, base offset
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
-FIRST, LAST, FIRST_FLEXIBLE = 3, 11, 9
+FIRST, LAST, FIRST_FLEXIBLE = 3, 12, 9
 
 
 @dataclass(slots=True)

@@ -247,11 +247,41 @@ def encode_response(request: Request, body: Any) -> bytes:
     return bytes(frame)
 
 
+# (name, lowest, highest) supported; (name, level) finalized; the finalized epoch
+Features = tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int], ...], int]
+
+
 def api_versions_body(
-    version: int, code: ErrorCode, supported: dict[int, tuple[int, int]], **extra: Any
+    version: int,
+    code: ErrorCode,
+    supported: dict[int, tuple[int, int]],
+    features: Features | None = None,
+    **extra: Any,
 ) -> Any:
-    """An ApiVersionsResponse of ``version`` listing ``supported``."""
+    """An ApiVersionsResponse of ``version`` listing ``supported``, and from version 3 the
+    broker's ``features``: (name, lowest, highest) supported, (name, level) finalized, and the
+    finalized features' epoch."""
     module = payload_module(ApiKey.API_VERSIONS, version, True)
+    if features is not None and version >= 3:
+        supported_features, finalized, epoch = features
+        extra = {
+            **extra,
+            "supported_features": tuple(
+                make(module, "SupportedFeatureKey", name=n, min_version=lo, max_version=hi)
+                for n, lo, hi in supported_features
+            ),
+            "finalized_features_epoch": epoch,
+            "finalized_features": tuple(
+                make(
+                    module,
+                    "FinalizedFeatureKey",
+                    name=n,
+                    max_version_level=level,
+                    min_version_level=level,
+                )
+                for n, level in finalized
+            ),
+        }
     return make(
         module,
         "ApiVersionsResponse",

@@ -72,6 +72,11 @@ from kafkalog.server.scram_apis import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from kafkalog.server.txn_implicit import (
+    API_VERSIONS_FEATURES,
+    add_produced_partitions,
+    client_transaction_version,
+)
 from kafkalog.server.txn_partitions import handle_describe_producers, handle_write_txn_markers
 
 if TYPE_CHECKING:
@@ -101,7 +106,11 @@ class Api:
 
 def handle_api_versions(ctx: BrokerContext, request: Request) -> Any:
     return api_versions_body(
-        request.api_version, ErrorCode.none, SUPPORTED_VERSIONS, throttle_time=NO_THROTTLE
+        request.api_version,
+        ErrorCode.none,
+        SUPPORTED_VERSIONS,
+        API_VERSIONS_FEATURES,
+        throttle_time=NO_THROTTLE,
     )
 
 
@@ -135,7 +144,7 @@ async def _init_producer_id(apis: KafkaApis, request: Request) -> Any:
 
 _W, _L = RunsOn.WORKER, RunsOn.LOOP
 API_TABLE: tuple[Api, ...] = (
-    Api(ApiKey.PRODUCE, (3, 11), _W, handle_produce),
+    Api(ApiKey.PRODUCE, (3, 12), _W, handle_produce),
     Api(ApiKey.FETCH, (4, 12), RunsOn.PURGATORY),
     Api(ApiKey.LIST_OFFSETS, (1, 7), _W, handle_list_offsets),
     Api(ApiKey.METADATA, (0, 12), _W, handle_metadata),
@@ -234,10 +243,10 @@ API_TABLE: tuple[Api, ...] = (
         _L,
         lambda a, r: txn_apis.add_offsets_to_txn(a.transactions, a.context, r),
     ),
-    Api(ApiKey.END_TXN, (0, 4), _L, lambda a, r: txn_apis.end_txn(a.transactions, a.context, r)),
+    Api(ApiKey.END_TXN, (0, 5), _L, lambda a, r: txn_apis.end_txn(a.transactions, a.context, r)),
     Api(
         ApiKey.TXN_OFFSET_COMMIT,
-        (0, 3),
+        (0, 5),
         _L,
         lambda a, r: txn_apis.txn_offset_commit(a.groups, a.transactions, a.context, r),
     ),
@@ -280,6 +289,20 @@ class Broker:
 
     def fetch(self, request: Request, *, final: bool = False) -> FetchResult:
         return handle_fetch(self.context, request, final=final)
+
+
+def _adds_partitions(api: Api, frame: bytes) -> bool:
+    """Whether ``frame`` is a Produce of a version whose transactional batches add their
+    partitions to the transaction (it is then decoded before it goes to a worker)."""
+    if api.key is not ApiKey.PRODUCE or not client_transaction_version(
+        ApiKey.PRODUCE, int.from_bytes(frame[2:4], "big")
+    ):
+        return False
+    # header v2: key, version, correlation id, client id (int16-sized), tagged fields; then
+    # the transactional id, a compact nullable string (0: null). Unsure: decode and see.
+    client_id = int.from_bytes(frame[8:10], "big", signed=True)
+    at = 10 + max(client_id, 0)
+    return len(frame) <= at + 1 or frame[at] != 0 or frame[at + 1] != 0
 
 
 class AuthenticationFailedError(ConnectionError):
@@ -388,11 +411,18 @@ class KafkaApis:
             if not isinstance(now, AnswerLater):
                 return now
             request = now.request
-        if request is not None:  # decoded by answer_now, not for the loop
-            answer: bytes | None = await self.run(self._answer, request, len(frame), throttled)
-            return answer
         api = _api_of(frame)
         who = self._who(session, peer)
+        if request is None and api is not None and _adds_partitions(api, frame):
+            request = await self.run(decode_request, frame, SUPPORTED_VERSIONS, *who)
+        if request is not None:  # decoded by answer_now (not for the loop), or above
+            adds = None
+            if request.api_key == ApiKey.PRODUCE and request.body is not None:
+                adds = await add_produced_partitions(self.transactions, self.context, request)
+            answer: bytes | None = await self.run(
+                self._answer, request, len(frame), throttled, adds
+            )
+            return answer
         if api is not None and api.runs_on is RunsOn.WORKER:
             # decoded, handled and encoded in one trip to a worker: each trip costs the GIL a
             # thread hand-off in both directions, a large share of a small request's time
@@ -434,13 +464,24 @@ class KafkaApis:
         return self._answer(request, len(frame), throttled)
 
     def _answer(
-        self, request: Request, size: int, throttled: Callable[[int], None]
+        self,
+        request: Request,
+        size: int,
+        throttled: Callable[[int], None],
+        adds: dict[tuple[str, int], ErrorCode] | None = None,
     ) -> bytes | None:
+        """Handle and encode ``request`` on this thread; ``adds``: a transaction version 2
+        Produce's partitions whose implicit add to the transaction failed, and how."""
+        handle: Callable[[Request], Any] = (
+            self.broker.handle
+            if not adds
+            else functools.partial(handle_produce, self.context, adds=adds)
+        )
         if not self.context.quotas.enabled:  # the common case: no clock reads
-            body = self.broker.handle(request)
+            body = handle(request)
         else:
             started = time.perf_counter_ns()
-            body = self.broker.handle(request)
+            body = handle(request)
             spent = time.perf_counter_ns() - started
             body = self._throttle(request, body, size, spent, throttled)
         return None if body is None else encode_response(request, body)

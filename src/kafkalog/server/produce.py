@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import logging
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -56,6 +57,7 @@ MAGIC_V2 = 2
 ZSTD = int(CompressionType.ZSTD)
 _BATCH_LENGTH = struct.Struct(">i")
 TRANSACTIONAL_FLAG = 0x10  # the low attributes byte's bit 4
+_NONE: Mapping[tuple[str, int], ErrorCode] = {}
 
 
 def _partition(
@@ -181,8 +183,12 @@ def _has_transactional_records(body: Any) -> bool:
     return False
 
 
-def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
-    """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then)."""
+def handle_produce(
+    ctx: BrokerContext, request: Request, adds: Mapping[tuple[str, int], ErrorCode] = _NONE
+) -> Any | None:
+    """The ProduceResponse, or None for ``acks=0`` (Kafka sends no response then). ``adds``:
+    the partitions a transaction version 2 producer's batches could not be added to its
+    transaction for (txn_implicit), answered with that code and not appended."""
     body, version = request.body, request.api_version
     acks = body.acks
     wrote: list[tuple[str, int]] = []  # the partitions appended to, for the waiting fetches
@@ -212,6 +218,10 @@ def handle_produce(ctx: BrokerContext, request: Request) -> Any | None:
                 continue
             if refused is not None:
                 partitions.append(_partition(part.index, refused))
+                continue
+            not_added = adds.get((topic.name, part.index)) if adds else None
+            if not_added is not None:
+                partitions.append(_partition(part.index, not_added))
                 continue
             try:
                 check_produce_allowed(topic.name, request.client_id)

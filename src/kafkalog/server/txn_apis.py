@@ -31,6 +31,7 @@ from kafkalog.coordinator.offsets_store import (
     create_if_missing,
     partition_for,
 )
+from kafkalog.coordinator.txn_coordinator import TRANSACTION_VERSION_2
 from kafkalog.coordinator.txn_store import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.producer_batches import ProducerFields
@@ -40,6 +41,7 @@ from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.authorizer import AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 from kafkalog.server.offset_commit import commit_response, commit_rows, placed
+from kafkalog.server.txn_implicit import RETRIABLE_ADD_ERRORS, client_transaction_version
 from kafkalog.types import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -174,14 +176,24 @@ async def add_offsets_to_txn(
 async def end_txn(txns: TransactionCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.END_TXN, version, True)
+    pid, epoch = -1, -1
     if not _may_write_txn(ctx, request, body.transactional_id):
         code = _TXN_REFUSED
     else:
-        code = await txns.end_transaction(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+        code, pid, epoch = await txns.end_transaction(
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.committed,
+            client_transaction_version(ApiKey.END_TXN, version),
         )
+    ids = {"producer_id": pid, "producer_epoch": epoch} if version >= 5 else {}
     return make(
-        mod, "EndTxnResponse", throttle_time=NO_THROTTLE, error_code=_fenced(code, version, 2)
+        mod,
+        "EndTxnResponse",
+        throttle_time=NO_THROTTLE,
+        error_code=_fenced(code, version, 2),
+        **ids,
     )
 
 
@@ -205,6 +217,28 @@ def _write_txn_offsets(
         producer = ProducerFields(body.producer_id, body.producer_epoch, sequence, True)
         info = log.append([records.Record(v, k) for k, v in rows], producer=producer)
         return ErrorCode.none, info.first_offset
+
+
+async def _add_offsets_partition(
+    txns: TransactionCoordinator, body: Any, partition: int, version: int
+) -> ErrorCode:
+    """TxnOffsetCommit v5 on (transaction version 2): the group's ``__consumer_offsets``
+    partition joins the transaction here, not by AddOffsetsToTxn. The retriable errors of the
+    add come back as COORDINATOR_NOT_AVAILABLE, on which the client finds the coordinator
+    and retries (Kafka answers an append it could not verify with NOT_ENOUGH_REPLICAS, and
+    its group coordinator words that so)."""
+    tv = client_transaction_version(ApiKey.TXN_OFFSET_COMMIT, version)
+    if tv < TRANSACTION_VERSION_2:
+        return ErrorCode.none
+    codes = await txns.add_partitions(
+        body.transactional_id,
+        body.producer_id,
+        body.producer_epoch,
+        [(OFFSETS_TOPIC, partition)],
+        tv,
+    )
+    code = next(iter(codes.values()))
+    return ErrorCode.coordinator_not_available if code in RETRIABLE_ADD_ERRORS else code
 
 
 async def txn_offset_commit(
@@ -250,7 +284,9 @@ async def txn_offset_commit(
         async with groups.commit_lock(group_id):
             try:
                 partition = await txns.run(_offsets_partition, txns, group_id)
-                code, first = await txns.run(_write_txn_offsets, txns, body, partition, rows)
+                code = await _add_offsets_partition(txns, body, partition, version)
+                if code is ErrorCode.none:
+                    code, first = await txns.run(_write_txn_offsets, txns, body, partition, rows)
             except KafkaLogError as err:
                 code = error_code(err)
                 if code is ErrorCode.unknown_server_error:
