@@ -37,11 +37,13 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from kafka_oracle import KafkaBroker
+from kafka_oracle import KAFKA_VERSIONS, ROOT, KafkaBroker, java
 from kafkalog import LogManager
+from kafkalog.coordinator.txn_store import TransactionMetadata, load_transactions
 from kafkalog.errors import LogDirectoryLockedError
 from kafkalog.server import serve
 from kafkalog.storage.dir_lock import held_by_writer
+from kafkalog.types import TRANSACTION_TOPIC
 from test_kafka_oracle_write import RECOVERY_LOG, consume
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.one_codec]
@@ -191,6 +193,57 @@ def test_one_transactional_id_goes_on_across_kafka_and_kafkalog_serve(
     with broker:
         committed += _transactions(broker.bootstrap, "kafka-3", True)
         assert _read_committed(broker.bootstrap, len(committed)) == committed
+
+
+def _java_transactions(bootstrap: str, tag: str, ends: str) -> list[bytes]:
+    """Transactions of id "tv-app" on topic "tv" by Kafka 4.3.1's Java producer (transaction
+    version 2 wherever the broker finalizes it), one per letter of ``ends`` ("c" commit, "a"
+    abort); the values a read_committed reader must then see."""
+    latest = KAFKA_VERSIONS[-1]
+    program = str(ROOT / "interop" / "TransactionalProducer.java")
+    out = java(latest, program, bootstrap, "tv-app", "tv", tag, ends)
+    assert out.split() == [w for n, e in enumerate(ends)
+                           for w in ("committed" if e == "c" else "aborted", str(n))]  # fmt: skip
+    return [f"{tag}-{n}-{i}".encode() for n, e in enumerate(ends) if e == "c" for i in range(3)]
+
+
+def _tv_app(log_dir: Path) -> TransactionMetadata:
+    with LogManager([log_dir]) as manager:
+        logs = [lg for tp, lg in manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
+        return load_transactions(logs)["tv-app"]
+
+
+def test_a_transaction_version_2_id_goes_on_across_kafka_and_kafkalog_serve(
+    broker: KafkaBroker,
+) -> None:
+    """Kafka's Java producer ends transactions on Kafka (4.3.1 finalizes transaction version
+    2, 3.9.2 does not: version 1 there), then on ``kafkalog serve`` (version 2: an epoch bump
+    per end, markers at the bumped epoch), then on Kafka again: each side loads the other's
+    ``__transaction_state`` (value version 1, with the client's transaction version), takes
+    the id over with one more epoch, and Kafka's read_committed consumer sees exactly the
+    committed transactions."""
+    committed: list[bytes] = []
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("tv", 1, 1)]).values():
+            future.result(60)
+        committed += _java_transactions(broker.bootstrap, "kafka-1", "ca")
+        assert _read_committed(broker.bootstrap, len(committed), "tv") == committed
+    on_kafka = _tv_app(broker.log_dir)
+    kafka_v2 = not broker.version.startswith("3.")
+    assert on_kafka.client_transaction_version == (2 if kafka_v2 else 0)
+    with serve(broker.log_dir, overrides={"auto.create.topics.enable": "false"}) as server:
+        committed += _java_transactions(server.bootstrap_servers, "kafkalog", "ac")
+        assert _read_committed(server.bootstrap_servers, len(committed), "tv") == committed
+    on_kafkalog = _tv_app(broker.log_dir)
+    assert (on_kafkalog.producer_id, on_kafkalog.client_transaction_version) == (
+        on_kafka.producer_id, 2,
+    )  # fmt: skip
+    assert on_kafkalog.producer_epoch == on_kafka.producer_epoch + 1 + 2  # init, two ends
+    with broker:
+        committed += _java_transactions(broker.bootstrap, "kafka-2", "cac")
+        assert _read_committed(broker.bootstrap, len(committed), "tv") == committed
+    assert _tv_app(broker.log_dir).producer_epoch > on_kafkalog.producer_epoch
 
 
 def _joined(bootstrap: str, group: str) -> Consumer:

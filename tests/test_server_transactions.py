@@ -32,7 +32,7 @@ from kafka_oracle import (
 from kafkalog import LogManager, Record
 from kafkalog.cli.main import cli
 from kafkalog.coordinator.offsets_store import load_offsets
-from kafkalog.coordinator.txn_store import load_transactions
+from kafkalog.coordinator.txn_store import TransactionMetadata, load_transactions
 from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.records.committed import AbortedTransaction, committed_records
 from kafkalog.server import serve
@@ -55,9 +55,11 @@ def _input(log_dir: Path, per_partition: int) -> None:
             log.append([Record(b"v%d-%d" % (p, i), b"k%d" % i) for i in range(per_partition)])
 
 
-def _copier(bootstrap: str, count: int, abort_every: int) -> subprocess.Popen[str]:
+def _copier(
+    bootstrap: str, count: int, abort_every: int, version: str = LATEST
+) -> subprocess.Popen[str]:
     program = str(ROOT / "interop" / "TransactionalCopier.java")
-    cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(LATEST), program, bootstrap,
+    cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(version), program, bootstrap,
            "in", "out", "copier", "copier-1", str(count), str(abort_every)]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -88,19 +90,30 @@ def _committed_offsets(log_dir: Path) -> dict[tuple[str, int], int]:
     return {tp: o.offset for tp, o in committed.get("copier", {}).items()}
 
 
+def _transaction(log_dir: Path, transactional_id: str) -> TransactionMetadata:
+    with LogManager([log_dir]) as manager:
+        logs = [lg for tp, lg in manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
+        return load_transactions(logs)[transactional_id]
+
+
 def _transaction_states(log_dir: Path) -> dict[str, str]:
     with LogManager([log_dir]) as manager:
         logs = [lg for tp, lg in manager.logs().items() if tp.topic == TRANSACTION_TOPIC]
         return {t: m.state_name for t, m in load_transactions(logs).items()}
 
 
-def test_java_consume_transform_produce_commits_each_record_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", KAFKA_VERSIONS)
+def test_java_consume_transform_produce_commits_each_record_once(
+    tmp_path: Path, version: str
+) -> None:
     """sendOffsetsToTransaction under read_committed, every third transaction aborted first:
     committed readers see each input record once, in order; the aborted copies are in the log
-    (read_uncommitted) and the aborted offset commits never count."""
+    (read_uncommitted) and the aborted offset commits never count. Kafka 4's client speaks
+    transaction version 2 (the broker finalizes it): no AddPartitionsToTxn or AddOffsetsToTxn,
+    and an epoch bump on every commit and abort; Kafka 3.9's speaks version 1, epoch fixed."""
     _input(tmp_path, 100)
     with serve(tmp_path, overrides=FAST) as server:
-        copier = _copier(server.bootstrap_servers, 3 * 100, 3)
+        copier = _copier(server.bootstrap_servers, 3 * 100, 3, version)
         out, err = copier.communicate(timeout=300)
         assert copier.returncode == 0, f"{out}\n{err[-3000:]}"
         assert "restarting" not in out, out
@@ -109,6 +122,13 @@ def test_java_consume_transform_produce_commits_each_record_once(tmp_path: Path)
     assert sum(map(len, everything.values())) > 300  # the aborted copies are there
     assert _committed_offsets(tmp_path) == {("in", p): 100 for p in range(PARTITIONS)}
     assert set(_transaction_states(tmp_path).values()) <= {"CompleteCommit", "Empty"}
+    ended = sum(line.startswith(("committed", "aborted")) for line in out.splitlines())
+    meta = _transaction(tmp_path, "copier-1")
+    if int(version.split(".", maxsplit=1)[0]) >= 4:
+        assert meta.client_transaction_version == 2
+        assert meta.producer_epoch >= ended > 0  # one bump per end
+    else:
+        assert (meta.client_transaction_version, meta.producer_epoch) == (0, 0)
     _check_dump_log(tmp_path)
 
 
