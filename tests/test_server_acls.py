@@ -223,7 +223,12 @@ def test_acls_set_on_kafka_protect_its_data_under_kafkalog(tmp_path: Path) -> No
                              AclPermissionType.ALLOW)  # fmt: skip
         for future in admin.create_acls([binding]).values():
             future.result(30)
-        assert _produce(kafka_bs, "alice", "ledger", b"on kafka") is None
+        # the ACL reaches the broker's authorizer through the metadata log a moment after
+        # CreateAcls is answered: alice is refused until then
+        deadline = time.monotonic() + 30
+        while (refused := _produce(kafka_bs, "alice", "ledger", b"on kafka")) is not None:
+            assert time.monotonic() < deadline, refused
+            time.sleep(0.5)
         assert _produce(kafka_bs, "bob", "ledger", b"nope") is not None
     with serve(
         root / "data", overrides={**SECURED, "listeners": "SASL_PLAINTEXT://127.0.0.1:0"}
