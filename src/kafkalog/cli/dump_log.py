@@ -42,8 +42,9 @@ class DumpOptions:
     max_bytes: int = INT32_MAX
     max_bytes_given: bool = False
     json: bool = False
-    # "offsets" (--offsets-decoder), "transactions" (--transaction-log-decoder) or
-    # "cluster-metadata" (--cluster-metadata-decoder)
+    # "offsets" (--offsets-decoder), "transactions" (--transaction-log-decoder),
+    # "cluster-metadata" (--cluster-metadata-decoder) or "share-group-state"
+    # (--share-group-state-decoder)
     decoder: str | None = None
     key_decoder: str | None = None  # --key-decoder-class / --value-decoder-class: Kafka's names
     value_decoder: str | None = None

@@ -134,6 +134,11 @@ def configure_logging() -> None:
     help="Decode KRaft __cluster_metadata records and snapshots (implies data).",
 )
 @click.option(
+    "--share-group-state-decoder",
+    is_flag=True,
+    help="Decode __share_group_state records (implies data).",
+)
+@click.option(
     "--key-decoder-class",
     is_flag=False,
     flag_value=STRING_DECODER,
@@ -168,6 +173,7 @@ def dump_log_cmd(
     offsets_decoder: bool,
     transaction_log_decoder: bool,
     cluster_metadata_decoder: bool,
+    share_group_state_decoder: bool,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
     kafka_version: str,
@@ -179,12 +185,13 @@ def dump_log_cmd(
       kafkalog dump-log --files data/clicks-0/00000000000000000000.log --print-data-log
     """
     chosen = {"offsets": offsets_decoder, "transactions": transaction_log_decoder,
-              "cluster-metadata": cluster_metadata_decoder}  # fmt: skip
+              "cluster-metadata": cluster_metadata_decoder,
+              "share-group-state": share_group_state_decoder}  # fmt: skip
     decoders = [name for name, on in chosen.items() if on]
     if len(decoders) > 1:
         raise InvalidArgumentError(
-            "choose one of --offsets-decoder, --transaction-log-decoder and "
-            "--cluster-metadata-decoder"
+            "choose one of --offsets-decoder, --transaction-log-decoder, "
+            "--cluster-metadata-decoder and --share-group-state-decoder"
         )
     options = DumpOptions(
         deep_iteration=deep_iteration,

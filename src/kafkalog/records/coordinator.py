@@ -1,6 +1,8 @@
-"""Records of Kafka's internal topics ``__consumer_offsets`` and ``__transaction_state``.
+"""Records of Kafka's internal topics ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state``.
 
-Why: ``kafka-dump-log --offsets-decoder`` / ``--transaction-log-decoder`` print these records as
+Why: ``kafka-dump-log --offsets-decoder`` / ``--transaction-log-decoder`` /
+``--share-group-state-decoder`` print these records as
 the coordinators' generated JSON converters do (``{"type":..,"data":..}`` keys and
 ``{"version":..,"data":..}`` values, tagged fields only when not at their default); Kafka 3.9's
 transaction-log decoder printed a text form instead (``TransactionLog.formatRecordKeyAndValue``).
@@ -11,8 +13,9 @@ A classic group's GroupMetadataValue is decoded too, and for the "consumer" prot
 member's subscription and assignment (ConsumerProtocolSubscription/Assignment), as
 DumpLogSegments' OffsetsMessageParser replaces those bytes; bytes print as base64 (Jackson's
 BinaryNode). KIP-848 consumer groups' records (ConsumerGroupMetadata, member metadata, target
-and current assignments, regular expressions) are decoded by their schemas too. Refuses: the
-share and streams group records; they are reported as not decoded rather than guessed.
+and current assignments, regular expressions), share groups' and streams groups' records, and
+the share coordinator's ShareSnapshot / ShareUpdate are decoded by their schemas too.
+Refuses: record types Kafka 4.3.1 does not know (reported as unknown, as Kafka reports them).
 """
 
 from __future__ import annotations
@@ -52,19 +55,37 @@ _TRANSACTION_LOG = (
     _fields("TransactionLogValue"),
     _flexible_from("TransactionLogValue"),
 )
-# KIP-848 consumer groups' records, by record type (the key's api key)
-_CONSUMER_GROUP = {
-    record_type: (_fields(f"{name}Key"), _fields(f"{name}Value"), _flexible_from(f"{name}Value"))
-    for record_type, name in (
-        (3, "ConsumerGroupMetadata"),
-        (4, "ConsumerGroupPartitionMetadata"),
-        (5, "ConsumerGroupMemberMetadata"),
-        (6, "ConsumerGroupTargetAssignmentMetadata"),
-        (7, "ConsumerGroupTargetAssignmentMember"),
-        (8, "ConsumerGroupCurrentMemberAssignment"),
-        (16, "ConsumerGroupRegularExpression"),
-    )
-}
+
+
+def _by_type(*names: str) -> dict[int, tuple[Any, ...]]:
+    """Records by their type (the key schema's api key): key fields, value fields, and the
+    value's first flexible version."""
+    return {
+        cast("int", COORDINATOR_SCHEMAS[f"{name}Key"][0]): (
+            _fields(f"{name}Key"),
+            _fields(f"{name}Value"),
+            _flexible_from(f"{name}Value"),
+        )
+        for name in names
+    }
+
+
+# The group records besides offsets and classic groups: KIP-848 consumer groups (types 3-8,
+# 16), KIP-932 share groups (10-15) and KIP-1071 streams groups (17, 19-23)
+_GROUP_RECORDS = _by_type(
+    "ConsumerGroupMetadata", "ConsumerGroupPartitionMetadata", "ConsumerGroupMemberMetadata",
+    "ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupTargetAssignmentMember",
+    "ConsumerGroupCurrentMemberAssignment", "ConsumerGroupRegularExpression",
+    "ShareGroupMetadata", "ShareGroupMemberMetadata", "ShareGroupTargetAssignmentMetadata",
+    "ShareGroupTargetAssignmentMember", "ShareGroupCurrentMemberAssignment",
+    "ShareGroupStatePartitionMetadata",
+    "StreamsGroupMetadata", "StreamsGroupTopology", "StreamsGroupMemberMetadata",
+    "StreamsGroupTargetAssignmentMetadata", "StreamsGroupTargetAssignmentMember",
+    "StreamsGroupCurrentMemberAssignment",
+)  # fmt: skip
+# ``__share_group_state``: a share-partition's whole state (ShareSnapshot, type 0) and the
+# changes written after it (ShareUpdate, type 1), by the share coordinator
+_SHARE_STATE = _by_type("ShareSnapshot", "ShareUpdate")
 # The consumer's embedded protocol (never flexible): what a member subscribed to and what the
 # group leader assigned it.
 _SUBSCRIPTION = _fields("ConsumerProtocolSubscription")
@@ -92,12 +113,14 @@ def _schema(topic: str, record_type: int) -> tuple[Any, ...] | None:
             return _OFFSET_COMMIT
         if record_type == 2:
             return _GROUP_METADATA
-        return _CONSUMER_GROUP.get(record_type)
+        return _GROUP_RECORDS.get(record_type)
+    if topic == "share-group-state":
+        return _SHARE_STATE.get(record_type)
     return _TRANSACTION_LOG if record_type == 0 else None
 
 
 def decode(topic: str, key: bytes, value: bytes | None) -> CoordinatorRecord:
-    """Decode one record of ``topic`` ("offsets" or "transactions")."""
+    """Decode one record of ``topic`` ("offsets", "transactions" or "share-group-state")."""
     reader = SchemaReader(key, flexible=False)
     record_type = reader.fixed("int16")
     schema = _schema(topic, record_type)
