@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from kafka_oracle import JVM_FLAGS, TOOL_LOG, KafkaBroker, classpath
+from kafka_oracle import JVM_FLAGS, TOOL_LOG, KafkaBroker, classpath, java
 from spark_connector import ConnectorReads
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -171,6 +171,8 @@ def _write(broker: KafkaBroker, out: BrokerWritten) -> None:
         "compression.type=lz4", "acks=all", "linger.ms=5",
     )  # fmt: skip
     _consume_group(bs, "codec-none")
+    if not version.startswith("3."):
+        _share_group(broker, admin)
     _answers(broker, admin, out)
 
 
@@ -277,6 +279,20 @@ def _consume_group(bs: str, topic: str) -> None:
         assert time.monotonic() < deadline, "the group member got no records"
     member.commit(asynchronous=False)
     member.close()
+
+
+def _share_group(broker: KafkaBroker, admin: AdminClient) -> None:
+    """Fill ``__share_group_state`` and a share group's records in ``__consumer_offsets``
+    (Kafka 4's share groups, on by default from 4.2): Kafka's KafkaShareConsumer takes
+    twelve records of topic "shared", releasing three once (each delivered again, then
+    accepted) and rejecting two, committing its acknowledgements as it goes."""
+    _create(admin, "shared")
+    values = [b"s%d%s" % (i, b"r" if i % 4 == 3 else b"x" if i % 5 == 4 else b"")
+              for i in range(12)]  # fmt: skip
+    _produce(broker.bootstrap, "shared", [(None, v, [], BASE_TS + i) for i, v in enumerate(values)])
+    program = str(Path(__file__).parent.parent / "interop" / "ShareConsumer.java")
+    out = java(broker.version, program, broker.bootstrap, "oracle-share", "shared", "12")
+    assert out.count(" release") == 3 and out.count(" reject") == 2, out
 
 
 def list_offsets(
