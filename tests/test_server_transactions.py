@@ -158,10 +158,11 @@ def _start_cli_server(log_dir: Path, port: int) -> subprocess.Popen[str]:
 def test_kill_9_in_the_middle_of_transactions_commits_each_record_once(
     tmp_path: Path, spark: Any
 ) -> None:
-    """The server killed -9 twice while the Java copier commits transactions (and aborts some),
-    restarted on the same directory each time: once the copier finishes, every input record
-    is in the output once for read_committed readers (kafkalog's reads and the Spark source
-    agree), and the group's offsets are exactly what the committed transactions said."""
+    """The server killed -9 twice while Kafka 4.3.1's Java copier (transaction version 2)
+    commits transactions (and aborts some), restarted on the same directory each time: once
+    the copier finishes, every input record is in the output once for read_committed readers
+    (kafkalog's reads and the Spark source agree), and the group's offsets are exactly what
+    the committed transactions said."""
     per_partition = 400
     _input(tmp_path, per_partition)
     port = free_port()
@@ -198,6 +199,9 @@ def test_kill_9_in_the_middle_of_transactions_commits_each_record_once(
     expected = _expected(per_partition)
     assert _read(tmp_path, "out", IsolationLevel.READ_COMMITTED) == expected
     assert _committed_offsets(tmp_path) == {("in", p): per_partition for p in range(PARTITIONS)}
+    # Kafka 4.3.1's client ran on transaction version 2 throughout: an epoch bump per end
+    meta = _transaction(tmp_path, "copier-1")
+    assert meta.client_transaction_version == 2 and meta.producer_epoch > kill
     rows = (
         spark.read.format("kafkalog")
         .option("path", str(tmp_path))
