@@ -200,6 +200,18 @@ def read_whole_log(log: Log) -> Iterator[tuple[int, list[AnyBatch]]]:
         position = max(position + 1, batches[-1].next_offset) if batches else position + 1
 
 
+def keyed_records(log: Log) -> Iterator[tuple[bytes, bytes | None]]:
+    """The (key, value) of every keyed data record of a coordinator topic's partition, in
+    offset order (control batches and unkeyed records skipped)."""
+    for position, batches in read_whole_log(log):
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for record in batch:
+                if record.key is not None and record.offset >= position:
+                    yield record.key, record.value
+
+
 def load_offsets(logs: Mapping[int, Log]) -> LoadedOffsetsTopic:
     """Every group's committed offsets and latest GroupMetadata from the ``__consumer_offsets``
     partitions (by partition number), by ``apply_batches``' rule, and the offsets of

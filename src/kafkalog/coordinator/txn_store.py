@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkalog import records
-from kafkalog.coordinator.offsets_store import create_if_missing, partition_for, read_whole_log
+from kafkalog.coordinator.offsets_store import create_if_missing, keyed_records, partition_for
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
@@ -98,13 +98,8 @@ def load_transactions(logs: Iterable[Log]) -> dict[str, TransactionMetadata]:
     last record of each key wins, a tombstone removes it."""
     out: dict[str, TransactionMetadata] = {}
     for log in logs:
-        for position, batches in read_whole_log(log):
-            for batch in batches:
-                if batch.is_control:
-                    continue
-                for record in batch:
-                    if record.key is not None and record.offset >= position:
-                        _apply(out, record.key, record.value)
+        for key, value in keyed_records(log):
+            _apply(out, key, value)
     return out
 
 
