@@ -26,6 +26,7 @@ from kafkalog.coordinator.txn_store import (
     append_transaction_record,
     load_transactions,
 )
+from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import decode_request
 from kafkalog.server.apis import SUPPORTED_VERSIONS, handle_api_versions
@@ -279,5 +280,33 @@ def test_api_versions_finalizes_transaction_version_2(tmp_path: Path) -> None:
         assert versions[ApiKey.END_TXN] == versions[ApiKey.TXN_OFFSET_COMMIT] == 5
         old = handle_api_versions(c.ctx, dataclasses.replace(request, api_version=2))
         assert not hasattr(old, "finalized_features")
+
+    run(tmp_path, scenario)
+
+
+def test_a_full_disk_at_the_decision_leaves_the_epoch_for_the_retry(tmp_path: Path) -> None:
+    """The PrepareCommit record cannot be written (the disk is full): the client is told
+    COORDINATOR_NOT_AVAILABLE, nothing is bumped or installed, and its retry of the same
+    end, once there is room, commits with the one bump."""
+
+    async def scenario(c: Coordinators) -> None:
+        c.manager.create_topic("t", 1)
+        _, pid, epoch = await c.txns.init_producer_id("app", MINUTE, -1, -1)
+        assert await produce(c, "app", "t", 0, pid, epoch) == ErrorCode.none
+        real = c.txns._persist
+
+        async def full(meta: Any) -> None:
+            raise KafkaLogError("No space left on device")
+
+        c.txns._persist = full  # type: ignore[method-assign]
+        assert await end(c, "app", pid, epoch, True) == (
+            ErrorCode.coordinator_not_available, -1, -1,
+        )  # fmt: skip
+        meta = c.txns.transactions["app"]
+        assert (meta.state, meta.producer_epoch) == (ONGOING, epoch)
+        assert c.manager.get_log("t", 0).log_end_offset == 1  # no marker
+        c.txns._persist = real  # type: ignore[method-assign]
+        assert await end(c, "app", pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
+        assert markers(c, "t", 0) == [(pid, epoch + 1, True)]
 
     run(tmp_path, scenario)
