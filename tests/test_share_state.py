@@ -15,6 +15,7 @@ import pytest
 from kafka_oracle import JVM_FLAGS, KAFKA_VERSIONS, ROOT, TOOL_LOG, classpath
 from kafka_scenarios import BrokerWritten
 from kafkalog import LogManager
+from kafkalog.coordinator.share_partition import SharePartition
 from kafkalog.coordinator.share_state import (
     ACKNOWLEDGED,
     ARCHIVED,
@@ -143,6 +144,11 @@ def test_the_state_kafkas_share_consumer_left_replays_to_all_settled(
         for o in range(partition.start_offset, 12)
     }
     assert 0 <= partition.start_offset <= 12 and held == expected
+    # and a share-partition taking this state over starts past the twelve settled records
+    taken = SharePartition(partition.start_offset, partition.state_batches,
+                           lock_duration_ms=30_000, delivery_count_limit=5,
+                           max_in_flight=2000)  # fmt: skip
+    assert (taken.start_offset, taken.next_fetch_offset()) == (12, 12)
 
 
 def test_the_module_refuses_nothing_it_should_read(tmp_path: Path) -> None:
