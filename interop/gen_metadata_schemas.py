@@ -60,7 +60,7 @@ def _field(spec: dict[str, Any], common: dict[str, Any] | None = None) -> tuple[
     kafkalog.records.schema_reader reads; an array of structs has its fields as its type (a
     struct of the message's ``commonStructs`` too), a single struct ``{"struct": fields}``."""
     kind = str(spec["type"])
-    shared = (common or {}).get(kind[2:]) if kind.startswith("[]") else None
+    shared = (common or {}).get(kind[2:] if kind.startswith("[]") else kind)
     if shared is not None and "fields" not in spec:
         spec = {**spec, "fields": shared["fields"]}
     versions = _versions(str(spec.get("versions") or spec["taggedVersions"]))

@@ -68,6 +68,7 @@ _SCALARS: dict[str, st.SearchStrategy[Any]] = {
     "int16": st.integers(-(2**15), 2**15 - 1),
     "int32": st.integers(-(2**31), 2**31 - 1),
     "int64": st.integers(-(2**63), 2**63 - 1),
+    "uint16": st.integers(0, 2**16 - 1),
     "string": st.text(max_size=8),
     "bytes": st.binary(max_size=8),
     "bool": st.booleans(),

@@ -184,7 +184,7 @@ COORDINATOR_SCHEMAS: dict[str, tuple[object, ...]] = {
         ('rebalanceTimeoutMs', 'int32', 0, None, None, -1),
         ('topologyEpoch', 'int32', 0, None, None, 0),
         ('processId', 'string', 0, None, None, ''),
-        ('userEndpoint', 'Endpoint', 0, None, None, None),
+        ('userEndpoint', {'struct': (('host', 'string', 0, None, None, ''), ('port', 'uint16', 0, None, None, 0))}, 0, None, None, None),
         ('clientTags', (('key', 'string', 0, None, None, ''), ('value', 'string', 0, None, None, '')), 0, None, None, []),
     )),
     'StreamsGroupTargetAssignmentMetadataKey': (20, (0, 0), None, (
