@@ -256,11 +256,14 @@ def _assignment(topics: Any) -> dict[str, frozenset[int]]:
 Record = tuple[int, dict[str, Any], dict[str, Any] | None]  # (type, key, value or tombstone)
 
 
-def record_rows(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
-    """The records as ``__consumer_offsets`` keeps them (value version 0 of each schema)."""
+def record_rows(
+    records: list[Record], names: Mapping[int, str] = RECORD_NAMES
+) -> list[tuple[bytes, bytes | None]]:
+    """The records as ``__consumer_offsets`` keeps them (value version 0 of each schema);
+    ``names``: each record type's schema name (a share group's are its own)."""
     rows: list[tuple[bytes, bytes | None]] = []
     for record_type, key, value in records:
-        name = RECORD_NAMES[record_type]
+        name = names[record_type]
         encoded = None if value is None else encode_versioned(f"{name}Value", 0, value)
         rows.append((encode_key(f"{name}Key", key), encoded))
     return rows

@@ -52,6 +52,12 @@ class CoordinatorSettings(Protocol):
 
     @property
     def consumer_max_size(self) -> int: ...  # group.consumer.max.size
+    @property
+    def share_session_timeout_ms(self) -> int: ...  # group.share.session.timeout.ms
+    @property
+    def share_heartbeat_interval_ms(self) -> int: ...  # group.share.heartbeat.interval.ms
+    @property
+    def share_max_size(self) -> int: ...  # group.share.max.size
 
 
 class ProducerIds(Protocol):

@@ -36,6 +36,8 @@ from kafkalog.coordinator.offsets_store import (
     partition_for,
     settle,
 )
+from kafkalog.coordinator.share_group import SHARE_RECORD_NAMES
+from kafkalog.coordinator.share_groups import ShareGroupLimits, ShareGroups
 from kafkalog.errors import KafkaLogError
 from kafkalog.types import OFFSETS_TOPIC
 
@@ -67,7 +69,20 @@ class GroupCoordinator:
             settings.consumer_max_size,
         )
         # KIP-848 consumer groups: their records share the partition and lock of their offsets
-        self.consumer = ConsumerGroups(ctx, limits, self.store_consumer_records, self.is_classic)
+        self.consumer = ConsumerGroups(
+            ctx, limits, self.store_consumer_records,
+            lambda g: self.is_classic(g) or g in self.share.groups,
+        )  # fmt: skip
+        # share groups (KIP-932): their records share the partition and lock too
+        share_limits = ShareGroupLimits(
+            settings.share_session_timeout_ms,
+            settings.share_heartbeat_interval_ms,
+            settings.share_max_size,
+        )
+        self.share = ShareGroups(
+            ctx, share_limits, self.store_share_records,
+            lambda g: self.is_classic(g) or g in self.consumer.groups,
+        )  # fmt: skip
 
     def is_classic(self, group_id: str) -> bool:
         """A classic group with members holds this id (an empty one may become a consumer
@@ -101,6 +116,13 @@ class GroupCoordinator:
             del self.groups[group_id]
             self.group(group_id).offsets.update(classic.offsets)
 
+    async def store_share_records(self, group_id: str, records: list[Record]) -> None:
+        """A share group's records, in one batch, in order with the partition's others."""
+        rows = record_rows(records, SHARE_RECORD_NAMES)
+        partitions = self.ctx.settings.offsets_partitions
+        async with self.commit_lock(group_id):
+            await self.run(append_offset_records, self.ctx.manager, group_id, rows, partitions)
+
     async def start(self) -> None:
         logs = {
             tp.partition: log
@@ -117,8 +139,12 @@ class GroupCoordinator:
                 self.group(group_id).offsets.update(offsets)
         for group_id, group_records in loaded.consumer_groups.items():
             for record in group_records:
-                self.consumer.replay(group_id, record)
+                if record[0] in SHARE_RECORD_NAMES:
+                    self.share.replay(group_id, record)
+                else:
+                    self.consumer.replay(group_id, record)
         self.consumer.start_sessions()
+        self.share.start_sessions()
         if loaded.committed:
             logger.info("loaded the committed offsets of %d groups", len(loaded.committed))
         members = sum(len(g.members) for g in self.groups.values())
@@ -141,6 +167,7 @@ class GroupCoordinator:
         while True:
             found = [g.next_session_deadline() for g in self.groups.values()]
             found.append(self.consumer.next_deadline())
+            found.append(self.share.next_deadline())
             deadlines = [d for d in found if d is not None]
             first = min(deadlines, default=loop.time() + SESSION_CHECK_SECONDS)
             await asyncio.sleep(max(0.0, min(first - loop.time(), SESSION_CHECK_SECONDS)) + 0.001)
@@ -153,6 +180,12 @@ class GroupCoordinator:
                                 "revocation time ran out", member_id, group_id)  # fmt: skip
             except KafkaLogError:
                 logger.exception("could not fence expired consumer group members")
+            try:
+                for group_id, member_id in await self.share.expire():
+                    logger.info("member %s of share group %s fenced: its session ran out",
+                                member_id, group_id)  # fmt: skip
+            except KafkaLogError:
+                logger.exception("could not fence expired share group members")
 
     async def _expire_offsets(self) -> None:
         """Kafka's offsets-retention check, every ``offsets.retention.check.interval.ms``."""

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from kafkalog import records
 from kafkalog.coordinator.consumer_group import RECORD_NAMES
+from kafkalog.coordinator.share_group import SHARE_RECORD_NAMES
 from kafkalog.errors import KafkaLogError, TopicExistsError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
@@ -336,7 +337,8 @@ def replay(
             stored = None if decoded.value is None else _stored_group(decoded.value)
             groups[decoded.key["group"]] = stored
             return
-        if decoded.record_type in RECORD_NAMES and decoded.key is not None:
+        modern = decoded.record_type in RECORD_NAMES or decoded.record_type in SHARE_RECORD_NAMES
+        if modern and decoded.key is not None:
             if consumer_groups is not None:
                 records_of = consumer_groups.setdefault(decoded.key["groupId"], [])
                 records_of.append((decoded.record_type, decoded.key, decoded.value))

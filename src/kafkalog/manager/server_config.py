@@ -201,6 +201,51 @@ class BrokerKeys:
         "group.consumer.max.size", Type.INT, 2**31 - 1,
         "The most members a consumer group may have.", at_least(1),
     )  # fmt: skip
+    group_share_session_timeout_ms: int = define(
+        "group.share.session.timeout.ms", Type.INT, 45000,
+        "How long a share group member may go without a heartbeat (KIP-932).", at_least(1),
+    )  # fmt: skip
+    group_share_heartbeat_interval_ms: int = define(
+        "group.share.heartbeat.interval.ms", Type.INT, 5000,
+        "How often a share group member heartbeats (KIP-932).", at_least(1),
+    )  # fmt: skip
+    group_share_max_size: int = define(
+        "group.share.max.size", Type.INT, 200,
+        "The most members a share group may have.", at_least(1),
+    )  # fmt: skip
+    group_share_record_lock_duration_ms: int = define(
+        "group.share.record.lock.duration.ms", Type.INT, 30000,
+        "How long a share group member holds the records it acquired (KIP-932).", at_least(1000),
+    )  # fmt: skip
+    group_share_min_record_lock_duration_ms: int = define(
+        "group.share.min.record.lock.duration.ms", Type.INT, 15000,
+        "The shortest record lock a share group may set for itself.", at_least(1000),
+    )  # fmt: skip
+    group_share_max_record_lock_duration_ms: int = define(
+        "group.share.max.record.lock.duration.ms", Type.INT, 60000,
+        "The longest record lock a share group may set for itself.", at_least(1000),
+    )  # fmt: skip
+    group_share_delivery_count_limit: int = define(
+        "group.share.delivery.count.limit", Type.INT, 5,
+        "Deliveries of a record to a share group before it is archived.", at_least(2),
+    )  # fmt: skip
+    group_share_partition_max_record_locks: int = define(
+        "group.share.partition.max.record.locks", Type.INT, 2000,
+        "Records a share-partition may have in flight.", at_least(100),
+    )  # fmt: skip
+    group_share_max_share_sessions: int = define(
+        "group.share.max.share.sessions", Type.INT, 2000,
+        "The most share sessions the broker keeps.", at_least(1),
+    )  # fmt: skip
+    share_coordinator_state_topic_num_partitions: int = define(
+        "share.coordinator.state.topic.num.partitions", Type.INT, 50,
+        "Partitions of __share_group_state (fixed once the topic exists).", at_least(1),
+    )  # fmt: skip
+    share_coordinator_snapshot_update_records_per_snapshot: int = define(
+        "share.coordinator.snapshot.update.records.per.snapshot", Type.INT, 500,
+        "ShareUpdate records written for a share-partition before a new ShareSnapshot.",
+        at_least(0),
+    )  # fmt: skip
     offsets_retention_minutes: int = define(
         "offsets.retention.minutes", Type.INT, 10080,
         "How long an empty group's committed offsets are kept (KIP-211).", at_least(1),

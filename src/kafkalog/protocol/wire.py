@@ -70,6 +70,7 @@ class Request:
     # who sent it and from where (RequestContext.principal and clientAddress), for the ACLs
     principal: str = ANONYMOUS_PRINCIPAL
     client_host: str = ""
+    connection_id: str = ""  # the connection's id (share sessions are tied to it)
 
 
 class FrameReader:
@@ -184,6 +185,7 @@ def decode_request(
     listener: str = "",
     principal: str = ANONYMOUS_PRINCIPAL,
     client_host: str = "",
+    connection_id: str = "",
 ) -> Request:
     """Parse one frame that came in through ``listener`` from ``principal`` at ``client_host``;
     ``supported`` maps API keys to the (min, max) versions served."""
@@ -214,8 +216,9 @@ def decode_request(
         ) from err
     client_id: str | None = getattr(header, "client_id", None)
     return Request(
-        api_key, version, correlation_id, client_id, body, listener, principal, client_host
-    )
+        api_key, version, correlation_id, client_id, body, listener, principal, client_host,
+        connection_id,
+    )  # fmt: skip
 
 
 def encode_response(request: Request, body: Any) -> bytes:

@@ -38,7 +38,13 @@ from kafkalog.protocol.wire import (
     payload_module,
     unsupported_api_versions,
 )
-from kafkalog.server import consumer_group_apis, group_apis, group_offsets, txn_apis
+from kafkalog.server import (
+    consumer_group_apis,
+    group_apis,
+    group_offsets,
+    share_group_apis,
+    txn_apis,
+)
 from kafkalog.server.acl_apis import handle_create_acls, handle_delete_acls, handle_describe_acls
 from kafkalog.server.admin import (
     handle_delete_records,
@@ -82,6 +88,7 @@ from kafkalog.server.txn_partitions import handle_describe_producers, handle_wri
 if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator
     from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
+    from kafkalog.server.share_fetch import ShareFetchHandler
 
 logger = logging.getLogger("kafkalog.server")
 
@@ -194,6 +201,28 @@ API_TABLE: tuple[Api, ...] = (
         _L,
         lambda a, r: consumer_group_apis.consumer_group_describe(a.groups, a.context, r),
     ),
+    Api(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        (1, 1),
+        _L,
+        lambda a, r: share_group_apis.share_group_heartbeat(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        (1, 1),
+        _L,
+        lambda a, r: share_group_apis.share_group_describe(a.groups, a.context, r),
+    ),
+    Api(
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        (0, 1),
+        _L,
+        lambda a, r: share_group_apis.describe_share_group_offsets(
+            a.groups, a.share_fetch.partitions, a.context, r
+        ),
+    ),
+    Api(ApiKey.SHARE_FETCH, (1, 1), _L, lambda a, r: a.share_fetch.share_fetch(r)),
+    Api(ApiKey.SHARE_ACKNOWLEDGE, (1, 1), _L, lambda a, r: a.share_fetch.share_acknowledge(r)),
     Api(
         ApiKey.OFFSET_COMMIT,
         (2, 9),
@@ -350,8 +379,10 @@ class KafkaApis:
         transactions: TransactionCoordinator,
         purgatory: FetchPurgatory,
         run: Callable[..., Awaitable[Any]],
+        share_fetch: ShareFetchHandler,
     ) -> None:
         self.broker = broker
+        self.share_fetch = share_fetch
         self.context = broker.context
         self.groups = groups
         self.transactions = transactions
@@ -450,10 +481,15 @@ class KafkaApis:
         return encode_response(request, self._throttle(request, body, 0, 0, throttled))
 
     @staticmethod
-    def _who(session: SaslSession | None, peer: Peer) -> tuple[str, str, str]:
+    def _who(session: SaslSession | None, peer: Peer) -> tuple[str, str, str, str]:
         if session is not None and session.principal is not None:
-            return (peer.listener, f"User:{session.principal}", peer.host)
-        return (peer.listener, peer.principal, peer.host)
+            return (peer.listener, f"User:{session.principal}", peer.host, peer.connection_id)
+        return (peer.listener, peer.principal, peer.host, peer.connection_id)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client's connection went: its share sessions end with it (Kafka's
+        ShareSessionCache disconnect listener)."""
+        self.share_fetch.connection_closed(connection_id)
 
     def _on_worker(
         self, frame: bytes, who: tuple[str, str, str], throttled: Callable[[int], None]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import os
 import time
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from kafkalog.server.transport import RequestChannel, Transport
 
 logger = logging.getLogger("kafkalog.server")
+_CONNECTION_INDEX = itertools.count()  # the last part of each connection's id, as in Kafka
 
 # Complete frames a connection may have waiting behind the one being answered. Kafka reads
 # one request per connection and mutes it until the answer is sent; one frame read ahead
@@ -99,7 +101,9 @@ class Connection(asyncio.Protocol):
         self.channel.opened(self.address)
         self.owner.connections.add(self)
         try:
-            self.peer = self.owner.peer(transport, self.address)
+            local = transport.get_extra_info("sockname")
+            connection_id = f"{_address(local)}-{_address(name)}-{next(_CONNECTION_INDEX)}"
+            self.peer = self.owner.peer(transport, self.address, connection_id)
         except InvalidRequestError as err:
             self._fail(f"closing connection from {name}: {err}")
             return
@@ -145,6 +149,8 @@ class Connection(asyncio.Protocol):
         if self in self.owner.connections:
             self.owner.connections.discard(self)
             self.channel.closed(self.address)
+            if self.peer.connection_id:
+                self.apis.connection_closed(self.peer.connection_id)
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -390,3 +396,10 @@ class _Slot:
         if self._release_slot is not None:
             self._release_slot()
             self._release_slot = None
+
+
+def _address(name: object) -> str:
+    """host:port of a socket name (Kafka's connection ids are local-remote-index)."""
+    if isinstance(name, tuple) and len(name) >= 2:
+        return f"{name[0]}:{name[1]}"
+    return ""

@@ -31,6 +31,16 @@ if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator
 
 
+def topic_names(ctx: BrokerContext) -> dict[str, str]:
+    """Every topic's name by its ID."""
+    out = {}
+    for topic in ctx.manager.topics():
+        topic_id = ctx.manager.topic_id(topic)
+        if topic_id is not None:
+            out[topic_id] = topic
+    return out
+
+
 def _wire_id(topic_id: str) -> uuid.UUID:
     return uuid.UUID(bytes=uuid_bytes(topic_id))
 
@@ -167,11 +177,7 @@ async def consumer_group_describe(
 ) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.CONSUMER_GROUP_DESCRIBE, version, True)
-    names = {}
-    for topic in ctx.manager.topics():
-        topic_id = ctx.manager.topic_id(topic)
-        if topic_id is not None:
-            names[topic_id] = topic
+    names = topic_names(ctx)
 
     def empty(group_id: str, code: ErrorCode, message: str | None = None) -> Any:
         return make(

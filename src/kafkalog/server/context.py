@@ -170,6 +170,12 @@ class BrokerSettings:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    share_session_timeout_ms: int = 45_000
+    share_heartbeat_interval_ms: int = 5_000
+    share_max_size: int = 200
+    share_max_sessions: int = 2000
+    share_state_partitions: int = 50
+    share_updates_per_snapshot: int = 500
 
     @classmethod
     def from_server_config(cls, config: ServerConfig) -> BrokerSettings:
@@ -224,6 +230,12 @@ class BrokerSettings:
             consumer_heartbeat_interval_ms=b.group_consumer_heartbeat_interval_ms,
             consumer_assignors=_assignors(b.group_consumer_assignors),
             consumer_max_size=b.group_consumer_max_size,
+            share_session_timeout_ms=b.group_share_session_timeout_ms,
+            share_heartbeat_interval_ms=b.group_share_heartbeat_interval_ms,
+            share_max_size=b.group_share_max_size,
+            share_max_sessions=b.group_share_max_share_sessions,
+            share_state_partitions=b.share_coordinator_state_topic_num_partitions,
+            share_updates_per_snapshot=b.share_coordinator_snapshot_update_records_per_snapshot,
         )
 
 

@@ -245,7 +245,7 @@ async def list_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Requ
     every = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     may_describe = _may(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP)
     states = {s.lower() for s in getattr(request.body, "states_filter", ())}
-    # v5 (KIP-848's kafka-groups.sh --list --type): "classic" or "consumer"
+    # v5 (KIP-848's kafka-groups.sh --list --type): "classic", "consumer" or "share"
     types = {t.lower() for t in getattr(request.body, "types_filter", ())}
     found = [
         (g.group_id, g.protocol_type or "", g.state.value, "classic")
@@ -254,6 +254,7 @@ async def list_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Requ
     ]
     found += [(g.group_id, "consumer", g.state.value, "consumer")
               for g in coord.consumer.groups.values()]  # fmt: skip
+    found += [(g.group_id, "share", g.state, "share") for g in coord.share.groups.values()]
     listed = [
         make(
             mod,
@@ -292,8 +293,12 @@ async def delete_groups(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     for group_id in request.body.groups_names:
         group: Group | None = coord.groups.get(group_id)
         consumer_group = coord.consumer.groups.get(group_id)
+        share_group = coord.share.groups.get(group_id)
         if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, group_id):
             code = ErrorCode.group_authorization_failed
+        elif share_group is not None:  # its share-partitions' state goes with it
+            deleted = await coord.share.delete(share_group)
+            code = ErrorCode.none if deleted else ErrorCode.non_empty_group
         elif group is None and consumer_group is None:
             code = ErrorCode.group_id_not_found
         elif (group is not None and group.members) or (

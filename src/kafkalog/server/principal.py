@@ -34,11 +34,13 @@ _RULE = re.compile(
 @dataclass(frozen=True, slots=True)
 class Peer:
     """A connection as the request door sees it: the listener it came in through, the
-    client's address, and its principal before any SASL login."""
+    client's address, its principal before any SASL login, and an id no other connection of
+    this process has (Kafka's connectionId, which share sessions are tied to)."""
 
     listener: str = ""
     host: str = ""
     principal: str = ANONYMOUS_PRINCIPAL
+    connection_id: str = ""
 
 
 def _escape(value: str) -> str:

@@ -159,6 +159,11 @@ class FetchPurgatory:
         self._context.on_append = self._signal.notify
 
     @property
+    def signal(self) -> AppendSignal | None:
+        """What appends wake (for other waiters on appends: share fetches)."""
+        return self._signal
+
+    @property
     def watched_partitions(self) -> int:
         """How many partitions some parked fetch waits on (an append to any other wakes
         nobody)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.coordinator.group_coordinator import GroupCoordinator
+from kafkalog.coordinator.share_partitions import SharePartitions, ShareStateSettings
 from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.manager import LogManager
@@ -39,6 +40,7 @@ from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.quotas import QuotaManager, load_quotas
 from kafkalog.server.scram_store import load_credentials
+from kafkalog.server.share_fetch import ShareFetchHandler
 from kafkalog.server.transport import RequestChannel, Transport
 from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.meta_properties import read_meta_properties
@@ -82,6 +84,7 @@ class KafkaServer:
         self._channel: RequestChannel | None = None
         self._pool: RequestHandlerPool | None = None
         self._groups: GroupCoordinator | None = None
+        self._share_partitions: SharePartitions | None = None
         self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
@@ -201,9 +204,23 @@ class KafkaServer:
         await groups.start()
         await transactions.start()
         context.transactions = transactions
-        return KafkaApis(Broker(context), groups, transactions, purgatory, run)
+        settings = self.settings
+        share_partitions = self._share_partitions = SharePartitions(
+            context, groups.share, run,
+            ShareStateSettings(settings.share_state_partitions,
+                               settings.share_updates_per_snapshot),
+            context.broker_properties,
+        )  # fmt: skip
+        await share_partitions.start()
+        share_fetch = ShareFetchHandler(
+            context, share_partitions, run, lambda: purgatory.signal, settings.share_max_sessions
+        )
+        return KafkaApis(Broker(context), groups, transactions, purgatory, run, share_fetch)
 
     async def _stop_coordinators(self) -> None:
+        if self._share_partitions is not None:
+            await self._share_partitions.stop()
+            self._share_partitions = None
         if self._transactions is not None:
             await self._transactions.stop()
         if self._groups is not None:

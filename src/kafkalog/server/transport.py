@@ -127,7 +127,7 @@ class Transport:
             connection.abort()
         await asyncio.gather(*(c.finished() for c in connections), return_exceptions=True)
 
-    def peer(self, transport: asyncio.BaseTransport, address: str) -> Peer:
+    def peer(self, transport: asyncio.BaseTransport, address: str, connection_id: str) -> Peer:
         """Who the connection is before any SASL login: on an SSL listener, the subject of
         the client's certificate as ``ssl.principal.mapping.rules`` maps it (one no rule
         maps fails authentication: the connection is closed, as Kafka closes it)."""
@@ -135,9 +135,9 @@ class Transport:
         security = self.listener.security
         certificate = transport.get_extra_info("peercert")
         if security.protocol != "SSL" or not certificate:
-            return Peer(name, address)
+            return Peer(name, address, connection_id=connection_id)
         dn = subject_dn(certificate)
         mapped = self._map_principal(dn)
         if mapped is None:
             raise InvalidRequestError(f"no ssl.principal.mapping.rules rule maps {dn!r}")
-        return Peer(name, address, f"User:{mapped}")
+        return Peer(name, address, f"User:{mapped}", connection_id)
