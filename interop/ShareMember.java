@@ -7,7 +7,8 @@
 // accepts what the last one returned). MODE "hold": takes the records of its first non-empty
 // poll and never settles them (it stops polling; the test kills it).
 // Prints "<partition> <offset> <delivery count> <value> <ack>" per record, until killed or
-// stopped; "joined" once subscribed.
+// stopped; "joined" once subscribed; in explicit mode, after each commit, "committed" and the
+// offsets whose acknowledgements the broker confirmed.
 
 import java.time.Duration;
 import java.util.List;
@@ -54,8 +55,25 @@ public class ShareMember {
                 if (mode.equals("hold") && !records.isEmpty()) {
                     Thread.sleep(Long.MAX_VALUE);
                 }
-                if (mode.equals("explicit")) {
-                    consumer.commitSync();
+                if (mode.equals("explicit") && !records.isEmpty()) {
+                    // "committed <offset> ..." for each partition whose acknowledgements
+                    // the broker took (its answer came after they were durable)
+                    var results = consumer.commitSync();
+                    StringBuilder done = new StringBuilder("committed");
+                    for (ConsumerRecord<String, String> record : records) {
+                        var tip = new org.apache.kafka.common.TopicIdPartition(
+                            results.keySet().stream()
+                                .filter(t -> t.partition() == record.partition())
+                                .map(t -> t.topicId()).findFirst()
+                                .orElse(org.apache.kafka.common.Uuid.ZERO_UUID),
+                            record.partition(), record.topic());
+                        var outcome = results.get(tip);
+                        if (outcome != null && outcome.isEmpty()) {
+                            done.append(" ").append(record.offset());
+                        }
+                    }
+                    System.out.println(done);
+                    System.out.flush();
                 }
             }
         }

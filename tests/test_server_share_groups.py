@@ -48,13 +48,21 @@ class ShareMember:
         for line in self.proc.stdout:
             self.lines.append(line.strip())
 
-    def deliveries(self) -> list[tuple[int, int, str, str]]:
+    def deliveries(self, lines: list[str] | None = None) -> list[tuple[int, int, str, str]]:
         """(offset, delivery count, value, acknowledgement) of each record delivered."""
         out = []
-        for line in list(self.lines):
-            if line != "joined":
+        for line in list(self.lines) if lines is None else lines:
+            if line != "joined" and not line.startswith("committed"):
                 _, offset, count, value, ack = line.split()
                 out.append((int(offset), int(count), value, ack))
+        return out
+
+    def committed(self, lines: list[str] | None = None) -> set[int]:
+        """The offsets whose acknowledgements the broker confirmed."""
+        out: set[int] = set()
+        for line in list(self.lines) if lines is None else lines:
+            if line.startswith("committed"):
+                out.update(int(o) for o in line.split()[1:])
         return out
 
     def kill(self) -> None:
@@ -257,3 +265,51 @@ def test_implicit_acknowledgement_accepts_each_poll_s_records(tmp_path: Path) ->
             assert {c for _, c, _, _ in got} == {1}
         finally:
             _stop([member])
+
+
+def test_no_confirmed_acknowledgement_is_undone_by_a_kill_9_of_the_server(tmp_path: Path) -> None:
+    """Kafka's KafkaShareConsumer commits its acknowledgements; ``kafkalog serve`` is killed
+    (-9) while records are in flight and restarted, the consumer staying: every record is
+    accepted in the end, and no record whose acknowledgement the broker confirmed before the
+    kill is ever delivered again."""
+    from confluent_kafka import Producer
+
+    from kafka_oracle import free_port
+    from server_helpers import start_serve_process
+
+    port = free_port()
+    bs = f"127.0.0.1:{port}"
+    proc = start_serve_process(tmp_path, port, FAST)
+    member = None
+
+    def produce(values: range) -> None:
+        producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in values:
+            producer.produce("queue", f"v{i}".encode())
+        assert producer.flush(60) == 0
+
+    try:
+        produce(range(1500))
+        _earliest(bs, "sg")
+        member = ShareMember(bs, "sg", "queue", "explicit")
+        wait_for(lambda: len(member.committed()) == 1500, 120, "the first part confirmed")
+        produce(range(1500, 3000))
+        proc.kill()  # while the consumer takes and settles the second part
+        proc.wait(10)
+        before = list(member.lines)
+        proc = start_serve_process(tmp_path, port, FAST)
+        produce(range(3000, 3500))  # fetched after the restart, from the state it found
+        wait_for(lambda: len(member.committed()) == 3500, 180, "every record confirmed")
+        after = member.lines[len(before) :]
+        confirmed_before = member.committed(before)
+        assert len(confirmed_before) >= 1500
+        again = {o for o, _, _, _ in member.deliveries(after)} & confirmed_before
+        assert not again, sorted(again)[:20]
+        assert {v for _, _, v, a in member.deliveries() if a == "accept"} == {
+            f"v{i}" for i in range(3500)
+        }
+    finally:
+        if member is not None:
+            _stop([member])
+        proc.kill()
+        proc.wait(10)
