@@ -176,6 +176,7 @@ class SharePartitions:
         """The share-partition, initialized (and its initial state written) on first use."""
         found = self.partitions.get(key)
         if found is not None:
+            self._configure(found, key[0])  # a group's configs may change at run time
             return found
         async with self._write_lock(key):
             found = self.partitions.get(key)
@@ -194,17 +195,21 @@ class SharePartitions:
                 await self.run(append_share_state, self.ctx, key,
                                snapshot_record(key, stored), self.settings.partitions)  # fmt: skip
                 self.stored[key] = stored
-            setting = self.group_setting
             partition = SharePartition(
-                max(stored.start_offset, log.log_start_offset),
-                stored.state_batches,
-                lock_duration_ms=self.lock_duration_ms(group_id),
-                delivery_count_limit=int(setting(group_id, "share.delivery.count.limit")),
-                max_in_flight=int(setting(group_id, "share.partition.max.record.locks")),
-            )
+                max(stored.start_offset, log.log_start_offset), stored.state_batches,
+                lock_duration_ms=0, delivery_count_limit=0, max_in_flight=0,
+            )  # fmt: skip
+            self._configure(partition, group_id)
             self.partitions[key] = partition
         await self.groups.mark_initialized(group_id, key[1], topic, key[2])
         return partition
+
+    def _configure(self, partition: SharePartition, group_id: str) -> None:
+        """The group's share.* configs (its own, else the broker's), as they are now."""
+        setting = self.group_setting
+        partition.lock_duration_ms = self.lock_duration_ms(group_id)
+        partition.delivery_count_limit = int(setting(group_id, "share.delivery.count.limit"))
+        partition.max_in_flight = int(setting(group_id, "share.partition.max.record.locks"))
 
     def _write_lock(self, key: SharePartitionKey) -> asyncio.Lock:
         lock = self._write_locks.get(key)
