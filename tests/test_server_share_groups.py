@@ -313,3 +313,48 @@ def test_no_confirmed_acknowledgement_is_undone_by_a_kill_9_of_the_server(tmp_pa
             _stop([member])
         proc.kill()
         proc.wait(10)
+
+
+def test_kafka_share_groups_resets_and_deletes_offsets(tmp_path: Path) -> None:
+    from test_server_share_protocol import ShareClient, _acquired
+
+    with serve(tmp_path, overrides=FAST) as server:
+        assert server.manager is not None
+        logs = server.manager.create_topic("queue", 2)
+        bs = server.bootstrap_servers
+        _produce(logs[0], [f"v{i}" for i in range(10)])
+        topic_id = server.manager.topic_id("queue")
+        assert topic_id is not None
+        # a group that does not exist yet is created at the offsets (here the log start,
+        # although share.auto.offset.reset is latest)
+        reset = _tool(bs, "--reset-offsets", "--group", "rg", "--topic", "queue",
+                      "--to-earliest", "--execute")  # fmt: skip
+        assert sorted(reset[1:]) == [["rg", "queue", "0", "0"], ["rg", "queue", "1", "0"]]
+        offsets = _tool(bs, "--describe", "--group", "rg")
+        assert offsets[1:] == [["rg", "queue", "0", "0", "10"], ["rg", "queue", "1", "0", "0"]]
+        c = ShareClient(int(bs.rsplit(":", 1)[1]))
+        c.heartbeat("rg", "m1", 0, ("queue",))
+        assert _acquired(c.fetch("rg", "m1", 0, topic_id, [0], max_records=3)) == [(0, 2, 1)]
+        with pytest.raises(AssertionError, match=r"Share group 'rg' is not empty\."):
+            _tool(bs, "--reset-offsets", "--group", "rg", "--topic", "queue", "--to-latest",
+                  "--execute")  # fmt: skip
+        c.heartbeat("rg", "m1", -1)  # what it held goes back
+        latest = _tool(bs, "--reset-offsets", "--group", "rg", "--topic", "queue:0",
+                       "--to-latest", "--execute")  # fmt: skip
+        assert latest[1:] == [["rg", "queue", "0", "10"]]
+        assert _tool(bs, "--describe", "--group", "rg")[1] == ["rg", "queue", "0", "10", "0"]
+        _produce(logs[0], ["w0", "w1"])
+        c.heartbeat("rg", "m1", 0, ("queue",))
+        assert _acquired(c.fetch("rg", "m1", 0, topic_id, [0])) == [(10, 11, 1)]
+        c.heartbeat("rg", "m1", -1)
+        assert _tool(bs, "--delete-offsets", "--group", "rg", "--topic", "queue", "--topic",
+                     "nope") == [["TOPIC", "STATUS"],
+                                 ["nope", "Error:", "This", "server", "does", "not", "host",
+                                  "this", "topic-partition."], ["queue", "Successful"]]  # fmt: skip
+        assert _tool(bs, "--describe", "--group", "rg") == [
+            ["Share", "group", "'rg'", "has", "no", "offset", "information."]
+        ]
+        c.close()
+    with LogManager([tmp_path]) as manager:
+        logs_ = [lg for tp, lg in manager.logs().items() if tp.topic == SHARE_GROUP_STATE_TOPIC]
+        assert load_share_state(logs_) == {}

@@ -275,3 +275,50 @@ def test_the_group_is_reloaded_after_a_restart(tmp_path: Path) -> None:
         c.close()
     with LogManager([tmp_path]) as manager:
         assert OFFSETS_TOPIC in manager.topics()
+
+
+def test_offsets_of_a_group_of_another_type_or_none_are_refused(
+    broker: tuple[Any, ShareClient, str],
+) -> None:
+    server, c, _ = broker
+    alter, delete = ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS
+    amod, dmod = request_module(alter, 0), request_module(delete, 0)
+
+    def altered(group: str) -> Any:
+        part = make(amod, "AlterShareGroupOffsetsRequestPartition", partition_index=0,
+                    start_offset=3)  # fmt: skip
+        topic = make(amod, "AlterShareGroupOffsetsRequestTopic", topic_name="t",
+                     partitions=(part,))  # fmt: skip
+        return c.call(alter, 0, make(amod, "AlterShareGroupOffsetsRequest", group_id=group,
+                                     topics=(topic,)))  # fmt: skip
+
+    def deleted(group: str) -> Any:
+        topic = make(dmod, "DeleteShareGroupOffsetsRequestTopic", topic_name="t")
+        return c.call(delete, 0, make(dmod, "DeleteShareGroupOffsetsRequest", group_id=group,
+                                      topics=(topic,)))  # fmt: skip
+
+    assert altered("").error_code == ErrorCode.invalid_group_id
+    assert (deleted("none").error_code, deleted("none").error_message) == (
+        ErrorCode.group_id_not_found,
+        "Share group none not found.",
+    )
+    # a KIP-848 consumer group holds the id
+    hb = request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
+    c.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, make(
+        hb, "ConsumerGroupHeartbeatRequest", group_id="cg", member_id="x", member_epoch=0,
+        instance_id=None, rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+        subscribed_topic_names=("t",), server_assignor=None, topic_partitions=(),
+        subscribed_topic_regex=None,
+    ))  # fmt: skip
+    r = altered("cg")
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.group_id_not_found,
+        "Group cg is not a share group.",
+    )
+    ok = altered("new")  # created, empty, at offset 3
+    assert ok.error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for t in ok.responses for p in t.partitions] == [
+        (0, ErrorCode.none)
+    ]
+    assert server.manager.topic_id("t") is not None
+    assert "new" in server._groups.share.groups

@@ -277,25 +277,86 @@ class ShareGroups:
         """Record that ``(topic_id, partition)`` of the group has state in
         ``__share_group_state`` (ShareGroupStatePartitionMetadata's initialized topics), so
         Kafka taking the directory over does not initialize it again."""
-        lock = self._locks.setdefault(group_id, asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(group_id, asyncio.Lock()):
             group = self.groups.get(group_id)
             if group is None or (topic_id, partition) in group.initialized_partitions():
                 return
-            initialized = dict(group.initialized)
-            name, parts = initialized.get(topic_id, (topic_name, frozenset()))
-            initialized[topic_id] = (name, parts | {partition})
-            initializing = dict(group.initializing)
+            await self._set_initialized(group, {topic_id: (topic_name, frozenset({partition}))})
+
+    async def _set_initialized(
+        self,
+        group: ShareGroup,
+        added: Mapping[str, tuple[str, frozenset[int]]],
+        removed: frozenset[str] = frozenset(),
+    ) -> None:
+        """Write the group's ShareGroupStatePartitionMetadata with ``added`` partitions
+        initialized and the ``removed`` topics' state gone (held: the group's lock)."""
+        initialized = {t: v for t, v in group.initialized.items() if t not in removed}
+        initializing = {t: v for t, v in group.initializing.items() if t not in removed}
+        for topic_id, (name, parts) in added.items():
+            known = initialized.get(topic_id, (name, frozenset()))[1]
+            initialized[topic_id] = (name, known | parts)
             if topic_id in initializing:
-                rest = initializing[topic_id][1] - {partition}
+                rest = initializing[topic_id][1] - parts
                 if rest:
                     initializing[topic_id] = (initializing[topic_id][0], rest)
                 else:
                     del initializing[topic_id]
-            record = state_partition_metadata_record(
-                group_id, initializing, initialized, group.deleting
+        deleting = {t: n for t, n in group.deleting.items() if t not in removed}
+        record = state_partition_metadata_record(group.group_id, initializing, initialized,
+                                                 deleting)  # fmt: skip
+        await self._commit(group.group_id, [record])
+
+    async def alter_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[str, tuple[str, dict[int, int]]],
+        write_state: Callable[[dict[tuple[str, str, int], int], int], Awaitable[None]],
+    ) -> None:
+        """AlterShareGroupOffsets (Kafka's GroupMetadataManager.alterShareGroupOffsets): an
+        empty share group's share-partitions start at ``offsets`` (topic id -> (name,
+        partition -> start offset)); a group that does not exist is created. The state is
+        written (``write_state``, with the group epoch) before the group's record says it
+        is there. ShareHeartbeatError: another group type, or members."""
+        async with self._locks.setdefault(group_id, asyncio.Lock()):
+            group = self._empty_share_group(group_id, create=True)
+            starts = {(group_id, t, p): o for t, (_, parts) in offsets.items()
+                      for p, o in parts.items()}  # fmt: skip
+            await write_state(starts, group.group_epoch)
+            added = {t: (name, frozenset(parts)) for t, (name, parts) in offsets.items()}
+            await self._set_initialized(group, added)
+
+    async def delete_offsets(
+        self,
+        group_id: str,
+        topic_ids: frozenset[str],
+        delete_state: Callable[[list[tuple[str, str, int]]], Awaitable[None]],
+    ) -> None:
+        """DeleteShareGroupOffsets: an empty share group forgets its state of ``topic_ids``
+        (each already among its initialized topics): the state is tombstoned, then the
+        group's record no longer names the topics."""
+        async with self._locks.setdefault(group_id, asyncio.Lock()):
+            group = self._empty_share_group(group_id, create=False)
+            keys = [(group_id, t, p) for t in sorted(topic_ids)
+                    for p in sorted(group.initialized.get(t, ("", frozenset()))[1])]  # fmt: skip
+            await delete_state(keys)
+            await self._set_initialized(group, {}, topic_ids)
+
+    def _empty_share_group(self, group_id: str, *, create: bool) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if group is None and self.other_group(group_id):
+            raise ShareHeartbeatError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
             )
-            await self._commit(group_id, [record])
+        if group is None and not create:
+            raise ShareHeartbeatError(
+                ErrorCode.group_id_not_found, f"Share group {group_id} not found."
+            )
+        if group is None:
+            return ShareGroup(group_id)  # kept once its first record is replayed
+        if group.members:
+            raise ShareHeartbeatError(ErrorCode.non_empty_group, "The group is not empty.")
+        return group
 
     # -- leaving, fencing, timers ----------------------------------------------------------------
 

@@ -268,15 +268,41 @@ class SharePartitions:
         return sorted(k for k in self.stored if k[0] == group_id)
 
     async def _delete_state(self, group: ShareGroup) -> None:
-        """A deleted group's share-partitions: each state tombstoned in
-        ``__share_group_state`` (Kafka's DeleteShareGroupState), then forgotten."""
-        for key in self.keys_of(group.group_id):
+        """A deleted group's share-partitions (Kafka's DeleteShareGroupState)."""
+        await self.delete_state(self.keys_of(group.group_id))
+
+    async def delete_state(self, keys: Iterable[SharePartitionKey]) -> None:
+        """Tombstone each share-partition's state in ``__share_group_state``, then forget
+        it (a fetch later starts it again at the group's share.auto.offset.reset)."""
+        for key in keys:
             async with self._write_lock(key):
-                row = (snapshot_record(key, self.stored[key])[0], None)
-                await self.run(append_share_state, self.ctx, key, row, self.settings.partitions)
+                stored = self.stored.get(key)
+                if stored is not None:
+                    row = (snapshot_record(key, stored)[0], None)
+                    await self.run(append_share_state, self.ctx, key, row,
+                                   self.settings.partitions)  # fmt: skip
                 self.stored.pop(key, None)
                 self.partitions.pop(key, None)
                 self._updates.pop(key, None)
+
+    async def set_start_offsets(self, starts: Mapping[SharePartitionKey, int], epoch: int) -> None:
+        """A new snapshot for each share-partition: nothing in flight, starting at the given
+        offset (AlterShareGroupOffsets; Kafka's InitializeShareGroupState at the group
+        epoch). A live share-partition is dropped and loaded again from it."""
+        now = self.clock_ms()
+        for key, start in sorted(starts.items()):
+            async with self._write_lock(key):
+                old = self.stored.get(key)
+                snapshot = ShareGroupOffset(
+                    0 if old is None else old.snapshot_epoch + 1, epoch,
+                    0 if old is None else old.leader_epoch, start, 0,
+                    now if old is None else old.create_timestamp, now, [],
+                )  # fmt: skip
+                row = snapshot_record(key, snapshot)
+                await self.run(append_share_state, self.ctx, key, row, self.settings.partitions)
+                self.stored[key] = snapshot
+                self.partitions.pop(key, None)
+                self._updates[key] = 0
 
     # -- locks and members ------------------------------------------------------------------------
 

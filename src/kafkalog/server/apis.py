@@ -221,6 +221,22 @@ API_TABLE: tuple[Api, ...] = (
             a.groups, a.share_fetch.partitions, a.context, r
         ),
     ),
+    Api(
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        (0, 0),
+        _L,
+        lambda a, r: share_group_apis.alter_share_group_offsets(
+            a.groups, a.share_fetch.partitions, a.context, r
+        ),
+    ),
+    Api(
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        (0, 0),
+        _L,
+        lambda a, r: share_group_apis.delete_share_group_offsets(
+            a.groups, a.share_fetch.partitions, a.context, r
+        ),
+    ),
     Api(ApiKey.SHARE_FETCH, (1, 1), _L, lambda a, r: a.share_fetch.share_fetch(r)),
     Api(ApiKey.SHARE_ACKNOWLEDGE, (1, 1), _L, lambda a, r: a.share_fetch.share_acknowledge(r)),
     Api(

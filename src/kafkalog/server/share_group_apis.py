@@ -1,9 +1,10 @@
 """Share groups on the wire, beside the records' own APIs: ShareGroupHeartbeat,
-ShareGroupDescribe and DescribeShareGroupOffsets (KIP-932).
+ShareGroupDescribe, and Describe/Alter/DeleteShareGroupOffsets (KIP-932).
 
 Why: a KafkaShareConsumer joins, stays and leaves with ShareGroupHeartbeat alone;
-``kafka-share-groups --describe`` reads the share-partitions' start offsets and lag with
-DescribeShareGroupOffsets. This module
+``kafka-share-groups`` reads the share-partitions' start offsets and lag with
+DescribeShareGroupOffsets, and resets or deletes them (Alter/DeleteShareGroupOffsets) while
+the group is empty. This module
 checks each request as Kafka's GroupCoordinatorService does before the group is touched
 (an empty group or member id, a first heartbeat without topics, an epoch below -1:
 INVALID_REQUEST), authorizes it as KafkaApis does (READ on the group; DESCRIBE on each
@@ -19,7 +20,11 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.coordinator.share_group import ShareGroup
-from kafkalog.coordinator.share_groups import ShareHeartbeat, ShareHeartbeatAnswer
+from kafkalog.coordinator.share_groups import (
+    ShareHeartbeat,
+    ShareHeartbeatAnswer,
+    ShareHeartbeatError,
+)
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
@@ -218,3 +223,111 @@ async def describe_share_group_offsets(
     return make(
         mod, "DescribeShareGroupOffsetsResponse", throttle_time=NO_THROTTLE, groups=tuple(out)
     )
+
+
+# Kafka's Errors.message() of the per-partition and per-topic codes these answers carry
+_MESSAGES = {
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+}
+
+
+async def alter_share_group_offsets(
+    coord: GroupCoordinator, partitions: SharePartitions, ctx: BrokerContext, request: Request
+) -> Any:
+    """``kafka-share-groups --reset-offsets --execute``: an empty share group's
+    share-partitions start at the given offsets (a group that does not exist is created,
+    as Kafka's alterShareGroupOffsets creates it); NON_EMPTY_GROUP while it has members."""
+    body = request.body
+    mod = payload_module(ApiKey.ALTER_SHARE_GROUP_OFFSETS, request.api_version, True)
+    names = topic_names(ctx)
+    ids = {name: topic_id for topic_id, name in names.items()}
+    counts = ctx.manager.topics()
+
+    def answer(code: ErrorCode, message: str | None = None, responses: Any = ()) -> Any:
+        return make(mod, "AlterShareGroupOffsetsResponse", throttle_time=NO_THROTTLE,
+                    error_code=code, error_message=message, responses=tuple(responses))  # fmt: skip
+
+    if not body.group_id:
+        return answer(ErrorCode.invalid_group_id)
+    if not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return answer(ErrorCode.group_authorization_failed)
+    offsets: dict[str, tuple[str, dict[int, int]]] = {}
+    responses = []
+    for topic in body.topics:
+        tid = ids.get(topic.topic_name)
+        allowed = ctx.allowed(request, AclOperation.READ, ResourceType.TOPIC, topic.topic_name)
+        rows = []
+        for p in topic.partitions:
+            code = ErrorCode.none
+            if not allowed:
+                code = ErrorCode.topic_authorization_failed
+            elif tid is None or p.partition_index >= counts.get(topic.topic_name, 0):
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets.setdefault(tid, (topic.topic_name, {}))[1][p.partition_index] = (
+                    p.start_offset
+                )
+            rows.append(make(mod, "AlterShareGroupOffsetsResponsePartition",
+                             partition_index=p.partition_index, error_code=code,
+                             error_message=_MESSAGES.get(code)))  # fmt: skip
+        responses.append(make(
+            mod, "AlterShareGroupOffsetsResponseTopic", topic_name=topic.topic_name,
+            topic_id=None if tid is None else _wire_id(tid), partitions=tuple(rows),
+        ))  # fmt: skip
+    try:
+        await coord.share.alter_offsets(body.group_id, offsets, partitions.set_start_offsets)
+    except ShareHeartbeatError as err:
+        return answer(err.code, str(err))
+    except KafkaLogError:
+        return answer(ErrorCode.coordinator_not_available)
+    return answer(ErrorCode.none, None, responses)
+
+
+async def delete_share_group_offsets(
+    coord: GroupCoordinator, partitions: SharePartitions, ctx: BrokerContext, request: Request
+) -> Any:
+    """``kafka-share-groups --delete-offsets``: an empty share group forgets its state of
+    the given topics (Kafka's initiate/completeDeleteShareGroupOffsets)."""
+    body = request.body
+    mod = payload_module(ApiKey.DELETE_SHARE_GROUP_OFFSETS, request.api_version, True)
+    ids = {name: topic_id for topic_id, name in topic_names(ctx).items()}
+
+    def answer(code: ErrorCode, message: str | None = None, responses: Any = ()) -> Any:
+        return make(mod, "DeleteShareGroupOffsetsResponse", throttle_time=NO_THROTTLE,
+                    error_code=code, error_message=message, responses=tuple(responses))  # fmt: skip
+
+    def topic(name: str, tid: str | None, code: ErrorCode, message: str | None) -> Any:
+        return make(mod, "DeleteShareGroupOffsetsResponseTopic", topic_name=name,
+                    topic_id=None if tid is None else _wire_id(tid), error_code=code,
+                    error_message=message)  # fmt: skip
+
+    if not body.group_id:
+        return answer(ErrorCode.invalid_group_id)
+    if not ctx.allowed(request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return answer(ErrorCode.group_authorization_failed)
+    group = coord.share.groups.get(body.group_id)
+    initialized = {} if group is None else group.initialized
+    chosen: set[str] = set()
+    responses, done = [], []  # Kafka answers the refused topics first
+    for t in body.topics:
+        tid = ids.get(t.topic_name)
+        if not ctx.allowed(request, AclOperation.READ, ResourceType.TOPIC, t.topic_name):
+            code = ErrorCode.topic_authorization_failed
+            responses.append(topic(t.topic_name, tid, code, _MESSAGES[code]))
+        elif tid is None:
+            code = ErrorCode.unknown_topic_or_partition
+            responses.append(topic(t.topic_name, None, code, _MESSAGES[code]))
+        elif tid not in initialized:
+            responses.append(topic(t.topic_name, tid, ErrorCode.unknown_topic_or_partition,
+                                   "There is no offset information to delete."))  # fmt: skip
+        else:
+            chosen.add(tid)
+            done.append(topic(t.topic_name, tid, ErrorCode.none, None))
+    try:
+        await coord.share.delete_offsets(body.group_id, frozenset(chosen), partitions.delete_state)
+    except ShareHeartbeatError as err:
+        return answer(err.code, str(err))
+    except KafkaLogError:
+        return answer(ErrorCode.coordinator_not_available)
+    return answer(ErrorCode.none, None, responses + done)
