@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafkalog.coordinator.consumer_group_offsets import commit_check, fetch_error
 from kafkalog.coordinator.group import Group
 from kafkalog.coordinator.group_member import GroupState
 from kafkalog.coordinator.offsets_retention import CONSUMER_PROTOCOL, subscribed_topics
@@ -54,8 +55,8 @@ async def offset_commit(coord: GroupCoordinator, ctx: BrokerContext, request: Re
     consumer_group = coord.consumer.groups.get(group_id)
     member_check = None
     if error is None and consumer_group is not None:
-        error, member_check = coord.consumer.commit_check(
-            consumer_group, body.member_id, generation, version
+        error, member_check = commit_check(
+            consumer_group, body.member_id, generation, version, ctx.manager.topic_id
         )
     elif error is None and group is not None:
         error = group.commit_error(body.member_id, generation, instance)
@@ -139,7 +140,7 @@ async def offset_fetch(coord: GroupCoordinator, ctx: BrokerContext, request: Req
             consumer_group = coord.consumer.groups.get(g.group_id)
             if version < 9 or consumer_group is None:
                 return None
-            return coord.consumer.fetch_error(consumer_group, g.member_id, g.member_epoch)
+            return fetch_error(consumer_group, g.member_id, g.member_epoch)
 
         def one(g: Any) -> Any:
             error = refused if not group_ok(g.group_id) else member_error(g)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog import records
+from kafkalog.coordinator.consumer_group_offsets import commit_check
 from kafkalog.coordinator.group_member import wall_clock_ms
 from kafkalog.coordinator.offsets_store import (
     OFFSETS_TOPIC_CONFIG,
@@ -265,9 +266,10 @@ async def txn_offset_commit(
     error: ErrorCode | None = ErrorCode.invalid_group_id if not group_id else None
     member_check = None
     if error is None and consumer_group is not None:  # a KIP-848 group's member, or none
-        error, member_check = groups.consumer.commit_check(
-            consumer_group, member_id, generation, request.api_version, transactional=True
-        )
+        error, member_check = commit_check(
+            consumer_group, member_id, generation, request.api_version, ctx.manager.topic_id,
+            transactional=True,
+        )  # fmt: skip
     elif error is None and (member_id or generation >= 0):  # a member: Kafka checks it
         error = (
             ErrorCode.unknown_member_id
