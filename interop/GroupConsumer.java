@@ -6,7 +6,8 @@
 // It subscribes, prints "assigned <partitions held>" on each assignment and "revoked <n>" on
 // each revocation, then one line per record
 // ("<partition> <offset> <key> <value>"), commits synchronously after each poll, and exits
-// after COUNT records, or after 60 s without one.
+// after COUNT records, or after 60 s without one; on SIGTERM it prints "closing" and leaves
+// the group as close() does.
 
 import java.time.Duration;
 import java.util.Collection;
@@ -18,6 +19,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 public class GroupConsumer {
@@ -56,16 +58,31 @@ public class GroupConsumer {
             } else {
                 consumer.subscribe(List.of(args[2]), listener);
             }
-            while (seen < wanted && System.currentTimeMillis() - idleSince < 60_000) {
-                var records = consumer.poll(Duration.ofMillis(200));
-                for (ConsumerRecord<String, String> r : records) {
-                    System.out.println(r.partition() + " " + r.offset() + " " + r.key() + " " + r.value());
-                    seen++;
-                    idleSince = System.currentTimeMillis();
+            // SIGTERM: leave the group as close() leaves it (a rolling restart's member)
+            Thread main = Thread.currentThread();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                consumer.wakeup();
+                try {
+                    main.join(20_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
                 }
-                if (!records.isEmpty()) {
-                    consumer.commitSync();
+            }));
+            try {
+                while (seen < wanted && System.currentTimeMillis() - idleSince < 60_000) {
+                    var records = consumer.poll(Duration.ofMillis(200));
+                    for (ConsumerRecord<String, String> r : records) {
+                        System.out.println(r.partition() + " " + r.offset() + " " + r.key() + " " + r.value());
+                        seen++;
+                        idleSince = System.currentTimeMillis();
+                    }
+                    if (!records.isEmpty()) {
+                        consumer.commitSync();
+                    }
+                    System.out.flush();
                 }
+            } catch (WakeupException e) {
+                System.out.println("closing");
                 System.out.flush();
             }
         }

@@ -178,3 +178,70 @@ def test_kafkas_group_tools_describe_and_list_a_consumer_group(tmp_path: Path) -
             ["g", "Consumer", "consumer"]
         ]
         c.close()
+
+
+def _coordinator(c: Client, group: str) -> None:
+    """FindCoordinator until the broker has loaded ``__consumer_offsets``."""
+    deadline = time.monotonic() + 60
+    while True:
+        mod = request_module(ApiKey.FIND_COORDINATOR, 4)
+        body = make(mod, "FindCoordinatorRequest", key_type=0, coordinator_keys=(group,))
+        found = c.call(ApiKey.FIND_COORDINATOR, 4, body).coordinators[0]
+        if found.error_code == ErrorCode.none or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def _migrating(c: Any, group: str) -> tuple[tuple[Any, ...], tuple[str, str, int]]:
+    """A classic group of two members (a, b) upgraded by a member of the consumer protocol;
+    its state, with each member's type, and a classic member's id and generation."""
+    from test_server_group_migration import _classic_group
+
+    _coordinator(c, group)
+    classic = _classic_group(c, group)
+    joined = c.heartbeat(group, "new", 0, topics=("t",), owned={}, rebalance_timeout=30_000)
+    assert joined.error_code == ErrorCode.none, joined
+    return _migration_state(c, group), (group, str(classic["a_id"]), int(classic["a"]))
+
+
+def _migration_state(c: Client, group: str) -> tuple[Any, ...]:
+    d = describe(c, group)
+    types = tuple(sorted((m.member_id, m.member_type) for m in d.members))
+    return (*_state(c, group), types)
+
+
+def test_a_group_migrating_online_goes_on_across_kafka_and_kafkalog_serve(
+    broker: KafkaBroker,
+) -> None:
+    """A classic group upgraded online (classic members and a consumer-protocol member in one
+    consumer group, ClassicMemberMetadata in their member records) stored by each broker is
+    loaded by the other with the same epochs, members, types and assignments, and its classic
+    members' heartbeats are answered alike."""
+    from test_server_group_migration import ClassicClient
+
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("t", 4, 1)]).values():
+            future.result(60)
+        c = ClassicClient(_port(broker.bootstrap))
+        on_kafka, (group, member, generation) = _migrating(c, "mig-kafka")
+        kafka_answer = c.classic_heartbeat(group, member, generation)
+        c.close()
+    assert sorted(t for _, t in on_kafka[-1]) == [0, 0, 1], on_kafka
+    with serve(broker.log_dir, overrides={"auto.create.topics.enable": "false"}) as server:
+        c = ClassicClient(_port(server.bootstrap_servers))
+        assert _migration_state(c, "mig-kafka") == on_kafka
+        assert c.classic_heartbeat(group, member, generation) == kafka_answer
+        on_kafkalog, (group, member, generation) = _migrating(c, "mig-kafkalog")
+        kafkalog_answer = c.classic_heartbeat(group, member, generation)
+        c.close()
+    with broker:
+        c = ClassicClient(_port(broker.bootstrap))
+        _coordinator(c, "mig-kafkalog")
+        deadline = time.monotonic() + 60
+        while _migration_state(c, "mig-kafkalog")[0] != ErrorCode.none:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        assert _migration_state(c, "mig-kafkalog") == on_kafkalog
+        assert c.classic_heartbeat(group, member, generation) == kafkalog_answer
+        c.close()

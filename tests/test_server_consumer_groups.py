@@ -351,8 +351,10 @@ def test_delete_groups_offset_delete_and_join_group_respect_a_live_consumer_grou
     broker: tuple[Any, Client],
 ) -> None:
     """A consumer group with members is not deleted (NON_EMPTY_GROUP), keeps the offsets of
-    the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and refuses a classic member
-    (INCONSISTENT_GROUP_PROTOCOL); once empty it is deleted, its records tombstoned."""
+    the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and takes a classic member as
+    Kafka takes one (MEMBER_ID_REQUIRED first: online migration) but not one of another
+    protocol type (INCONSISTENT_GROUP_PROTOCOL); once empty it is deleted, its records
+    tombstoned."""
     server, c = broker
     server.manager.create_topic("u", 1)
     assert c.join("g", "a", ("t",)).member_epoch == 1
@@ -372,18 +374,19 @@ def test_delete_groups_offset_delete_and_join_group_respect_a_live_consumer_grou
         response = c.call(ApiKey.OFFSET_DELETE, 0, body)
         return response.error_code or response.topics[0].partitions[0].error_code
 
-    def join_classic() -> ErrorCode:
+    def join_classic(protocol_type: str = "consumer") -> ErrorCode:
         mod = request_module(ApiKey.JOIN_GROUP, 9)
         protocol = make(mod, "JoinGroupRequestProtocol", name="range", metadata=b"")
         body = make(mod, "JoinGroupRequest", group_id="g", session_timeout=10_000 * MS,
                     rebalance_timeout=10_000 * MS, member_id="", group_instance_id=None,
-                    protocol_type="consumer", protocols=(protocol,), reason=None)  # fmt: skip
+                    protocol_type=protocol_type, protocols=(protocol,), reason=None)  # fmt: skip
         return c.call(ApiKey.JOIN_GROUP, 9, body).error_code
 
     assert delete_groups() == ErrorCode.non_empty_group
     assert offset_delete("t") == ErrorCode.group_subscribed_to_topic
     assert offset_delete("u") == ErrorCode.none
-    assert join_classic() == ErrorCode.inconsistent_group_protocol
+    assert join_classic() == ErrorCode.member_id_required
+    assert join_classic("connect") == ErrorCode.inconsistent_group_protocol
     assert c.heartbeat("g", "a", -1).error_code == ErrorCode.none
     assert delete_groups() == ErrorCode.none
     assert describe(c, "g").error_code == ErrorCode.group_id_not_found

@@ -45,7 +45,7 @@ class Member:
     def records(self) -> set[tuple[int, int, str, str]]:
         out = set()
         for line in list(self.lines):
-            if not line.startswith(("assigned", "revoked")):
+            if line and not line.startswith(("assigned", "revoked", "closing")):
                 partition, offset, key, value = line.split()
                 out.add((int(partition), int(offset), key, value))
         return out

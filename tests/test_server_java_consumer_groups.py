@@ -144,3 +144,44 @@ def test_librdkafka_with_the_consumer_protocol_shares_and_takes_over_partitions(
         finally:
             for c in consumers:
                 c.close()
+
+
+def test_a_rolling_upgrade_to_the_consumer_protocol_and_back(tmp_path: Path) -> None:
+    """Kafka 4's online migration: three classic Java consumers are replaced one by one by
+    consumers with ``group.protocol=consumer`` (the first one's heartbeat turns the classic
+    group into a consumer group, the classic members going on in it), then back (the last
+    consumer-protocol member's leave turns it into a classic group again); every record of
+    every wave is read meanwhile, and the group ends as it started."""
+    with serve(tmp_path, overrides=FAST) as server:
+        assert server.manager is not None
+        coord = server._groups
+        assert coord is not None
+        logs = server.manager.create_topic("mig", 6)
+        sent = _wave(logs, 1, 60)
+        members = [Member(server.bootstrap_servers, "mig-group", "mig", 10**6) for _ in range(3)]
+        everyone = list(members)  # the records a stopped member read count too
+        wave = 1
+        try:
+            wait_for(lambda: _read(members) >= sent, 90, "the classic members' records")
+            wait_for(lambda: sorted(_holding(m) for m in members) == [2, 2, 2], 60, "classic")
+            # each wave is read by the members of the moment, whatever their protocol
+            for protocol, kind in (("consumer", "consumer"), ("classic", "classic")):
+                for i in range(3):
+                    members[i].stop()  # a rolling restart: it leaves the group
+                    members[i] = Member(server.bootstrap_servers, "mig-group", "mig", 10**6,
+                                        protocol)  # fmt: skip
+                    everyone.append(members[i])
+                    wave += 1
+                    sent |= _wave(logs, wave, 30)
+                    wanted = frozenset(sent)
+                    wait_for(lambda w=wanted: _read(everyone) >= w, 90, f"wave {wave}")
+                    in_consumer = "mig-group" in coord.consumer.groups
+                    # one consumer-protocol member makes it a consumer group; a classic
+                    # member left alone makes it classic again
+                    assert in_consumer == (protocol == "consumer" or i < 2), (protocol, i)
+                wait_for(lambda: sorted(_holding(m) for m in members) == [2, 2, 2], 60, kind)
+            group = coord.groups["mig-group"]
+            assert len(group.members) == 3 and group.protocol_type == "consumer"
+        finally:
+            for m in everyone:
+                m.stop()

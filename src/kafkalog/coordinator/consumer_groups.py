@@ -79,6 +79,9 @@ class Heartbeat:
     owned: OwnedPartitions
     client_id: str = ""
     client_host: str = ""
+    # a JoinGroup of a member speaking the classic protocol (a group migrated online): its
+    # session timeout and protocols; its epoch is not checked, as Kafka checks none there
+    classic_member_metadata: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,7 @@ class ConsumerGroupLimits:
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 def assignor_names(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -124,12 +128,18 @@ class ConsumerGroups:
         write: WriteRecords,
         is_classic: Callable[[str], bool],
         clock: Callable[[], float] = time.monotonic,
+        upgrade: Callable[[str], list[Record]] | None = None,
+        downgrade: Callable[[ConsumerGroup, set[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.ctx = ctx
         self.limits = limits
         self.write = write
         self.is_classic = is_classic
         self.clock = clock
+        # online migration (the group coordinator's): the records a classic group with
+        # members becomes, and turning a group of classic members back into a classic group
+        self.upgrade = upgrade
+        self.downgrade = downgrade
         self.groups: dict[str, ConsumerGroup] = {}
         self._session_deadlines: dict[tuple[str, str], float] = {}
         self._revocation_deadlines: dict[tuple[str, str], tuple[float, int]] = {}
@@ -154,12 +164,20 @@ class ConsumerGroups:
 
     def start_sessions(self) -> None:
         """Give every loaded member a full session, as Kafka does after a load."""
-        now = self.clock()
         for group in self.groups.values():
-            for member_id in group.members:
-                self._session_deadlines[(group.group_id, member_id)] = (
-                    now + self.limits.session_timeout_ms / 1000
-                )
+            for member in group.members.values():
+                self.time_member(group.group_id, member)
+
+    def lock(self, group_id: str) -> asyncio.Lock:
+        """The lock a group's changes take turns on."""
+        return self._locks.setdefault(group_id, asyncio.Lock())
+
+    def forget(self, group_id: str) -> None:
+        """A group that became a classic one: its state and timers go."""
+        group = self.groups.pop(group_id, None)
+        for member_id in () if group is None else group.members:
+            self._forget_timers(group_id, member_id)
+        self._resolved.pop(group_id, None)
 
     # -- the heartbeat ----------------------------------------------------------------------
 
@@ -191,19 +209,34 @@ class ConsumerGroups:
             for record in records:
                 self.replay(group_id, record)
 
-    def _group(self, hb: Heartbeat) -> ConsumerGroup:
+    def _group(self, hb: Heartbeat) -> tuple[ConsumerGroup, list[Record]]:
+        """The group, and the records that make it (a classic group with members, upgraded
+        online: not kept until the records are written)."""
         group = self.groups.get(hb.group_id)
         if group is not None:
-            return group
+            return group, []
         if self.is_classic(hb.group_id):
-            raise HeartbeatError(
-                ErrorCode.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
-            )
+            if hb.member_epoch != 0 or self.upgrade is None:
+                raise HeartbeatError(
+                    ErrorCode.group_id_not_found, f"Group {hb.group_id} is not a consumer group."
+                )
+            if self.limits.migration_policy not in ("upgrade", "bidirectional"):
+                raise HeartbeatError(
+                    ErrorCode.group_id_not_found,
+                    f"Cannot upgrade classic group {hb.group_id} to consumer group because "
+                    "online upgrade is disabled.",
+                )
+            records = self.upgrade(hb.group_id)
+            upgraded = ConsumerGroup(hb.group_id)
+            for record_type, key, value in records:
+                upgraded.replay(record_type, key, value)
+            logger.info("converted the classic group %s to a consumer group", hb.group_id)
+            return upgraded, records
         if hb.member_epoch != 0:
             raise HeartbeatError(
                 ErrorCode.group_id_not_found, f"Consumer group {hb.group_id} not found."
             )
-        return ConsumerGroup(hb.group_id)  # not kept until its first records are replayed
+        return ConsumerGroup(hb.group_id), []  # not kept until its records are replayed
 
     def _member(
         self, group: ConsumerGroup, hb: Heartbeat
@@ -244,6 +277,8 @@ class ConsumerGroups:
                 )
             return ConsumerGroupMember(hb.member_id), None
         epoch, known = hb.member_epoch, member.member_epoch
+        if hb.classic_member_metadata is not None:
+            return member, None
         if epoch > known or (
             epoch < known
             and (epoch != member.previous_member_epoch or not subset(hb.owned, member.assigned))
@@ -263,11 +298,11 @@ class ConsumerGroups:
                 f"ServerAssignor {hb.server_assignor} is not supported. Supported assignors: "
                 f"{', '.join(self.limits.assignors)}.",
             )
-        group = self._group(hb)
+        group, records = self._group(hb)
+        converted = bool(records)
         member_id = hb.member_id or str(uuid.uuid4())
         hb = dataclasses.replace(hb, member_id=member_id)
         member, replaced = self._member(group, hb)
-        records: list[Record] = []
         previous_target = dict(group.target)
         if replaced is not None:
             previous_target[member.member_id] = group.target.get(replaced.member_id, {})
@@ -293,7 +328,7 @@ class ConsumerGroups:
             if hb.subscribed_topic_regex is not None else member.subscribed_topic_regex,
             client_id=hb.client_id,
             client_host=hb.client_host,
-            classic_member_metadata=None,
+            classic_member_metadata=hb.classic_member_metadata,
         )  # fmt: skip
         bump = False
         if subscription(updated) != subscription(member) or is_new:
@@ -331,7 +366,10 @@ class ConsumerGroups:
         if reconciled != updated or is_new:
             records.append(current_assignment_record(group.group_id, reconciled))
         await self._commit(group.group_id, records)
-        self._time_member(group.group_id, reconciled)
+        if converted:  # every member of the classic group goes on, each on its own session
+            for other in self.groups[group.group_id].members.values():
+                self.time_member(group.group_id, other)
+        self.time_member(group.group_id, reconciled)
         full = hb.member_epoch == 0 or (
             hb.rebalance_timeout_ms != -1 and hb.subscribed_topic_names is not None
             and hb.owned is not None
@@ -400,57 +438,6 @@ class ConsumerGroups:
             return max(sorted(asked), key=lambda name: asked[name])
         return self.limits.assignors[0] if self.limits.assignors else UNIFORM
 
-    # -- offsets: who may commit and fetch (Kafka's ConsumerGroup.validateOffsetCommit/Fetch) --
-
-    def commit_check(
-        self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int,
-        transactional: bool = False,
-    ) -> tuple[ErrorCode | None, Callable[[str, int], ErrorCode | None] | None]:  # fmt: skip
-        """Why a commit to ``group`` is refused as a whole (or None), and the check of each
-        partition when the epoch is an older one of the member (or None). An epoch below 0
-        commits only to an empty group (an admin or a consumer outside the group); a member
-        must be known, use OffsetCommit v9 or later, and name its current epoch, or an older
-        one at or after which the partition was given to it (KIP-1251: ``assignmentEpoch <=
-        clientEpoch <= memberEpoch``; a member whose bumped epoch is still on its way is not
-        fenced for its own partitions)."""
-        if member_epoch < 0 and not group.members:
-            return None, None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id, None
-        if not transactional and version < 9:
-            return ErrorCode.unsupported_version, None
-        if member_epoch == member.member_epoch:
-            return None, None
-        if member_epoch > member.member_epoch or member_epoch < 0:
-            return ErrorCode.stale_member_epoch, None
-        topic_id = self.ctx.manager.topic_id
-
-        def partition_error(topic: str, partition: int) -> ErrorCode | None:
-            tid = topic_id(topic) or ""
-            held = partition in member.assigned.get(tid, frozenset()) or (
-                partition in member.pending_revocation.get(tid, frozenset())
-            )
-            given = member.assignment_epochs.get((tid, partition))
-            if held and given is not None and given <= member_epoch:
-                return None
-            return ErrorCode.stale_member_epoch
-
-        return None, partition_error
-
-    def fetch_error(
-        self, group: ConsumerGroup, member_id: str | None, member_epoch: int
-    ) -> ErrorCode | None:
-        """Why an OffsetFetch naming a member is refused, or None (no member: an admin)."""
-        if member_id is None and member_epoch < 0:
-            return None
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
     # -- leaving, fencing, timers -----------------------------------------------------------------
 
     async def _leave(self, hb: Heartbeat) -> HeartbeatAnswer:
@@ -480,7 +467,7 @@ class ConsumerGroups:
                 )
                 # its partitions wait for it one session; then it is removed, as in Kafka
                 self._forget_timers(group.group_id, member.member_id)
-                self._time_member(group.group_id, leaving)
+                self.time_member(group.group_id, leaving)
                 return HeartbeatAnswer(
                     member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
                 )
@@ -494,19 +481,45 @@ class ConsumerGroups:
         return HeartbeatAnswer(member_id=hb.member_id, member_epoch=hb.member_epoch)
 
     async def fence(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove the member and bump the group epoch (Kafka's consumerGroupFenceMember); the
-        next heartbeat computes the target assignment without it. When it was the last, the
-        assignment epoch catches up at once, so an empty group's epochs match (KAFKA-20442)."""
-        records = member_removal_records(group.group_id, member_id)
-        rest = [m for m in group.members.values() if m.member_id != member_id]
+        """Remove the member (Kafka's consumerGroupFenceMember); when only members of the
+        classic protocol are left, the group becomes a classic group (an online downgrade)."""
+        await self.fence_members(group, {member_id})
+
+    async def fence_members(self, group: ConsumerGroup, member_ids: set[str]) -> None:
+        """Remove the members and bump the group epoch; the next heartbeat computes the target
+        assignment without them. When the last went, the assignment epoch catches up at once,
+        so an empty group's epochs match (KAFKA-20442)."""
+        gid = group.group_id
+        rest = [m for m in group.members.values() if m.member_id not in member_ids]
+        if (
+            rest and self.downgrade is not None
+            and all(m.classic_member_metadata is not None for m in rest)
+            and self.limits.migration_policy in ("downgrade", "bidirectional")
+        ):  # fmt: skip
+            await self.downgrade(group, member_ids)
+            logger.info("converted the consumer group %s to a classic group", gid)
+            return
+        records = [r for m in sorted(member_ids) for r in member_removal_records(gid, m)]
         topics = subscribed_topics(group, rest, [], self.ctx.manager.topics(),
                                    self.ctx.manager.topic_id)  # fmt: skip
         epoch = group.group_epoch + 1
-        records.append(epoch_record(group.group_id, epoch, metadata_hash(topics)))
+        records.append(epoch_record(gid, epoch, metadata_hash(topics)))
         if not rest:
-            records.append(target_metadata_record(group.group_id, epoch, _now_ms()))
-        await self._commit(group.group_id, records)
-        self._forget_timers(group.group_id, member_id)
+            records.append(target_metadata_record(gid, epoch, _now_ms()))
+        await self._commit(gid, records)
+        for member_id in member_ids:
+            self._forget_timers(gid, member_id)
+
+    def tombstones(self, group: ConsumerGroup) -> list[Record]:
+        """Every record of the group removed (Kafka's createGroupTombstoneRecords)."""
+        records = [
+            r for m in sorted(group.members) for r in member_removal_records(group.group_id, m)
+        ]
+        records += [
+            (REGULAR_EXPRESSION, {"groupId": group.group_id, "regularExpression": r}, None)
+            for r in sorted(group.regexes)
+        ]
+        return records + group_removal_records(group.group_id)
 
     async def delete(self, group: ConsumerGroup) -> bool:
         """Tombstone an empty group's records (its resolved expressions, target metadata,
@@ -519,19 +532,20 @@ class ConsumerGroups:
             return True
 
     async def _delete(self, group: ConsumerGroup) -> None:
-        records: list[Record] = [
-            (REGULAR_EXPRESSION, {"groupId": group.group_id, "regularExpression": r}, None)
-            for r in sorted(group.regexes)
-        ]
-        records += group_removal_records(group.group_id)
-        await self._commit(group.group_id, records)
+        await self._commit(group.group_id, self.tombstones(group))
         self.groups.pop(group.group_id, None)
         self._resolved.pop(group.group_id, None)
 
-    def _time_member(self, group_id: str, member: ConsumerGroupMember) -> None:
+    def time_member(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """Start the member's session again (a member of the classic protocol has its own
+        session timeout), and its revocation time if it has partitions to give up."""
         now = self.clock()
         key = (group_id, member.member_id)
-        self._session_deadlines[key] = now + self.limits.session_timeout_ms / 1000
+        classic = member.classic_member_metadata
+        session_ms = self.limits.session_timeout_ms
+        if classic is not None:
+            session_ms = int(classic.get("sessionTimeoutMs", session_ms))
+        self._session_deadlines[key] = now + session_ms / 1000
         if member.pending_revocation:
             old = self._revocation_deadlines.get(key)
             if old is None or old[1] != member.member_epoch:

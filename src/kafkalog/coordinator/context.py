@@ -53,6 +53,8 @@ class CoordinatorSettings(Protocol):
     @property
     def consumer_max_size(self) -> int: ...  # group.consumer.max.size
     @property
+    def consumer_migration_policy(self) -> str: ...  # group.consumer.migration.policy
+    @property
     def share_session_timeout_ms(self) -> int: ...  # group.share.session.timeout.ms
     @property
     def share_heartbeat_interval_ms(self) -> int: ...  # group.share.heartbeat.interval.ms

@@ -119,7 +119,7 @@ class Group:
         if self.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join()
         else:
-            self._prepare_rebalance()
+            self.prepare_rebalance()
         return future
 
     def _join_error(self, req: JoinRequest) -> ErrorCode | None:
@@ -151,7 +151,7 @@ class Group:
     def _add(self, member_id: str, req: JoinRequest) -> Member:
         member = Member(member_id, req, self.now())
         if self.state is GroupState.PREPARING_REBALANCE and self._initial:
-            self._new_member_added = True  # the initial delay waits for it: see _prepare_rebalance
+            self._new_member_added = True  # the initial delay waits for it: see prepare_rebalance
         if not self.members:
             self.protocol_type = req.protocol_type
         self.members[member_id] = member
@@ -233,7 +233,7 @@ class Group:
 
     # --- rebalancing ---------------------------------------------------------------------------
 
-    def _prepare_rebalance(self) -> None:
+    def prepare_rebalance(self) -> None:
         """Kafka's GroupMetadataManager.prepareRebalance: an empty group's first rebalance waits
         ``group.initial.rebalance.delay.ms`` for more members and completes only when that
         timer fires; any other completes as soon as every member rejoined, or after the
@@ -260,6 +260,21 @@ class Group:
             self._complete_join()
         else:
             self._arm(self._rebalance_timeout_ms() / 1000, self._expire_join)
+
+    def dissolve(self) -> None:
+        """The group became a consumer group (an online upgrade): whoever waits in a join or
+        a sync is told REBALANCE_IN_PROGRESS (and rejoins the consumer group), and no timer
+        of this group fires."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for m in self.members.values():
+            if m.join_waiter is not None and not m.join_waiter.done():
+                m.join_waiter.set_result(JoinResult(ErrorCode.rebalance_in_progress, m.member_id))
+            self._finish_sync(m, SyncResult(ErrorCode.rebalance_in_progress))
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
 
     def _rebalance_timeout_ms(self) -> int:
         return max((m.join.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -444,7 +459,7 @@ class Group:
             for m in self.members.values():
                 m.assignment = b""
                 self._finish_sync(m, SyncResult(ErrorCode.coordinator_not_available))
-            self._prepare_rebalance()
+            self.prepare_rebalance()
             return
         for m in self.members.values():
             m.assignment = assigned.get(m.member_id, b"")
@@ -505,7 +520,7 @@ class Group:
     def _after_departure(self) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             if self.members:
-                self._prepare_rebalance()
+                self.prepare_rebalance()
             else:
                 self.generation += 1
                 self.state, self.protocol_name, self.leader_id = GroupState.EMPTY, None, None

@@ -17,12 +17,22 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kafkalog.coordinator.consumer_group import Record, record_rows
-from kafkalog.coordinator.consumer_groups import ConsumerGroupLimits, ConsumerGroups
+from kafkalog.coordinator.consumer_group import ConsumerGroup, Record, record_rows
+from kafkalog.coordinator.consumer_group_classic import ClassicMembers
+from kafkalog.coordinator.consumer_groups import (
+    ConsumerGroupLimits,
+    ConsumerGroups,
+    HeartbeatError,
+)
 from kafkalog.coordinator.context import CoordinatorContext
 from kafkalog.coordinator.group import Group
 from kafkalog.coordinator.group_member import GroupState, wall_clock_ms
 from kafkalog.coordinator.group_metadata import restore
+from kafkalog.coordinator.group_migration import (
+    MigrationError,
+    consumer_records_from_classic,
+    stored_classic_from_consumer,
+)
 from kafkalog.coordinator.offsets_retention import expired_offsets
 from kafkalog.coordinator.offsets_store import (
     GroupOffsets,
@@ -67,12 +77,16 @@ class GroupCoordinator:
             settings.consumer_heartbeat_interval_ms,
             settings.consumer_assignors,
             settings.consumer_max_size,
+            settings.consumer_migration_policy,
         )
         # KIP-848 consumer groups: their records share the partition and lock of their offsets
         self.consumer = ConsumerGroups(
             ctx, limits, self.store_consumer_records,
             lambda g: self.is_classic(g) or g in self.share.groups,
+            upgrade=self._upgrade_records, downgrade=self._downgrade,
         )  # fmt: skip
+        # classic consumers' requests to a consumer group (a group migrated online)
+        self.classic_members = ClassicMembers(self.consumer)
         # share groups (KIP-932): their records share the partition and lock too
         share_limits = ShareGroupLimits(
             settings.share_session_timeout_ms,
@@ -95,15 +109,46 @@ class GroupCoordinator:
         group = self.consumer.groups.get(group_id)
         return group is not None and bool(group.members)
 
+    def _upgrade_records(self, group_id: str) -> list[Record]:
+        """The consumer group records the classic group ``group_id`` (with members) becomes;
+        HeartbeatError with Kafka's words when it cannot."""
+        group = self.groups[group_id]
+        try:
+            return consumer_records_from_classic(
+                group, self.ctx.manager.topic_id, self.ctx.manager.topics(),
+                self.consumer.limits.max_size,
+            )  # fmt: skip
+        except MigrationError as err:
+            raise HeartbeatError(err.code, str(err)) from err
+
+    async def _downgrade(self, group: ConsumerGroup, leaving: set[str]) -> None:
+        """The consumer group's members but ``leaving``, all of the classic protocol, become a
+        classic group (Kafka's convertToClassicGroup): the consumer group's records
+        tombstoned and the classic group's GroupMetadata written in one batch, then a
+        rebalance, which they learn of from their next heartbeat."""
+        gid = group.group_id
+        names = {tid: t for t in self.ctx.manager.topics()
+                 if (tid := self.ctx.manager.topic_id(t)) is not None}  # fmt: skip
+        stored = stored_classic_from_consumer(group, leaving, names)
+        rows = record_rows(self.consumer.tombstones(group))
+        rows.append((group_metadata_key(gid), group_metadata_value(stored)))
+        partitions = self.ctx.settings.offsets_partitions
+        async with self.commit_lock(gid):
+            await self.run(append_offset_records, self.ctx.manager, gid, rows, partitions)
+        self.consumer.forget(gid)
+        classic = self.group(gid)
+        restore(classic, stored)
+        classic.prepare_rebalance()
+
     async def store_consumer_records(self, group_id: str, records: list[Record]) -> None:
-        """A consumer group's records, in one batch. The first ones of a group whose id an
-        empty classic group held also tombstone that group's GroupMetadata (Kafka's offline
-        migration); its committed offsets stay the group's."""
+        """A consumer group's records, in one batch. The first ones of a group whose id a
+        classic group held also tombstone that group's GroupMetadata (Kafka's offline and
+        online migrations); its committed offsets stay the group's, and its members, if it
+        had any, go on in the consumer group."""
         rows = record_rows(records)
         classic = self.groups.get(group_id)
         migrated = (
             classic is not None
-            and not classic.members
             and classic.protocol_type is not None
             and group_id not in self.consumer.groups
         )
@@ -113,6 +158,7 @@ class GroupCoordinator:
         async with self.commit_lock(group_id):
             await self.run(append_offset_records, self.ctx.manager, group_id, rows, partitions)
         if migrated and classic is not None and self.groups.get(group_id) is classic:
+            classic.dissolve()
             del self.groups[group_id]
             self.group(group_id).offsets.update(classic.offsets)
 

@@ -30,6 +30,7 @@ from kafkalog.config_def import (
     check_mapping,
     define,
     load_properties,
+    one_of,
 )
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 from kafkalog.log.producer_state_manager import PRODUCER_STATE_CONFIG
@@ -200,6 +201,13 @@ class BrokerKeys:
     group_consumer_max_size: int = define(
         "group.consumer.max.size", Type.INT, 2**31 - 1,
         "The most members a consumer group may have.", at_least(1),
+    )  # fmt: skip
+    group_consumer_migration_policy: str = define(
+        "group.consumer.migration.policy", Type.STRING, "bidirectional",
+        "Whether a classic group with members may become a consumer group online (upgrade),"
+        " the other way (downgrade), both, or neither (disabled).",
+        one_of("disabled", "upgrade", "downgrade", "bidirectional", "DISABLED", "UPGRADE",
+               "DOWNGRADE", "BIDIRECTIONAL"),
     )  # fmt: skip
     group_share_session_timeout_ms: int = define(
         "group.share.session.timeout.ms", Type.INT, 45000,

@@ -168,6 +168,15 @@ def _embedded(data: bytes | None, fields: tuple[Field, ...]) -> Any:
     return decoded
 
 
+def consumer_protocol(data: bytes, name: str) -> tuple[int, dict[str, Any]] | None:
+    """A classic consumer's ConsumerProtocolSubscription or ConsumerProtocolAssignment
+    (``name``): its version and fields, or None when the bytes do not parse as one."""
+    decoded = _embedded(data, _SUBSCRIPTION if name.endswith("Subscription") else _ASSIGNMENT)
+    if not isinstance(decoded, dict):
+        return None
+    return int.from_bytes(data[:2], "big", signed=True), decoded
+
+
 def _has_null(obj: Any) -> bool:
     if isinstance(obj, dict):
         return any((k in _NOT_NULL and v is None) or _has_null(v) for k, v in obj.items())

@@ -160,7 +160,8 @@ def _assignment(
 def _described_member(
     mod: Any, group: ConsumerGroup, m: ConsumerGroupMember, names: Mapping[str, str], version: int
 ) -> Any:
-    extra = {"member_type": 1} if version >= 1 else {}  # 1: the consumer protocol
+    # v1: 1, a member of the consumer protocol; 0, of the classic one (migrated online)
+    extra = {"member_type": 0 if m.classic_member_metadata else 1} if version >= 1 else {}
     return make(
         mod, "Member", member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
         member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,

@@ -170,6 +170,7 @@ class BrokerSettings:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    consumer_migration_policy: str = "bidirectional"
     share_session_timeout_ms: int = 45_000
     share_heartbeat_interval_ms: int = 5_000
     share_max_size: int = 200
@@ -230,6 +231,7 @@ class BrokerSettings:
             consumer_heartbeat_interval_ms=b.group_consumer_heartbeat_interval_ms,
             consumer_assignors=_assignors(b.group_consumer_assignors),
             consumer_max_size=b.group_consumer_max_size,
+            consumer_migration_policy=b.group_consumer_migration_policy.lower(),
             share_session_timeout_ms=b.group_share_session_timeout_ms,
             share_heartbeat_interval_ms=b.group_share_heartbeat_interval_ms,
             share_max_size=b.group_share_max_size,

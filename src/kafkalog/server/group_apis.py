@@ -6,9 +6,11 @@ coordinator; this module parses each request version, applies Kafka's checks (se
 timeout bounds), calls the coordinator's groups and builds each version's response.
 FindCoordinator answers for both coordinators (key type 0, groups; 1, transactional ids):
 this one broker is both, and it creates a missing coordinator topic first. A JoinGroup for an
-empty KIP-848 consumer group turns it into a classic group, as Kafka's offline migration does.
-Refuses: other key types (share groups, KIP-932), a JoinGroup for a consumer group with members
-(INCONSISTENT_GROUP_PROTOCOL: no online migration), and, as KafkaApis does, a group the
+empty KIP-848 consumer group turns it into a classic group, as Kafka's offline migration does;
+for a consumer group with members, the classic consumer joins it, and its SyncGroup,
+Heartbeat and LeaveGroup go to it too (online migration, ``consumer_group_classic``).
+Refuses: other key types (the share coordinator's, 2, which brokers use among themselves),
+and, as KafkaApis does, a group the
 principal may not READ (DESCRIBE for FindCoordinator; a transactional id likewise) with
 GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before the group is
 touched.
@@ -22,7 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkalog.coordinator.group_coordinator import GroupCoordinator
-from kafkalog.coordinator.group_member import JoinRequest
+from kafkalog.coordinator.group_member import JoinRequest, JoinResult
 from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
@@ -119,12 +121,25 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
         result_error = ErrorCode.invalid_group_id
     elif not settings.min_session_timeout_ms <= session <= settings.max_session_timeout_ms:
         result_error = ErrorCode.invalid_session_timeout
-    elif coord.is_consumer(body.group_id):
-        # a KIP-848 group with members: kafkalog does not migrate members between protocols
-        result_error = ErrorCode.inconsistent_group_protocol
     else:
         result_error = None
-    empty_consumer_group = coord.consumer.groups.get(body.group_id)
+    join = JoinRequest(
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=request.client_id or "",
+        client_host=f"/{request.client_host or '127.0.0.1'}",
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    consumer_group = coord.consumer.groups.get(body.group_id)
+    if result_error is None and consumer_group is not None and consumer_group.members:
+        # a classic consumer joins a consumer group (a group migrated online)
+        return _join_response(mod, version, await coord.classic_members.join(consumer_group, join))
+    empty_consumer_group = consumer_group
     if result_error is None and empty_consumer_group is not None:
         # an empty consumer group becomes a classic one (Kafka's offline migration): its
         # records are tombstoned, its offsets stay
@@ -146,20 +161,10 @@ async def join_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
             member_id=body.member_id,
             members=(),
         )
-    result = await coord.group(body.group_id).join(
-        JoinRequest(
-            member_id=body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
-            client_id=request.client_id or "",
-            client_host=f"/{request.client_host or '127.0.0.1'}",
-            session_timeout_ms=session,
-            rebalance_timeout_ms=rebalance,
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-            require_known_member_id=version >= 4,
-            supports_skip_assignment=version >= 9,
-        )
-    )
+    return _join_response(mod, version, await coord.group(body.group_id).join(join))
+
+
+def _join_response(mod: Any, version: int, result: JoinResult) -> Any:
     return make(
         mod,
         "JoinGroupResponse",
@@ -182,6 +187,16 @@ async def sync_group(coord: GroupCoordinator, ctx: BrokerContext, request: Reque
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.SYNC_GROUP, version, True)
     group = coord.groups.get(body.group_id)
+    consumer_group = coord.consumer.groups.get(body.group_id)
+    if consumer_group is not None and _may_read(ctx, request, body.group_id):
+        synced = await coord.classic_members.sync(
+            consumer_group, body.member_id, body.generation_id,
+            getattr(body, "group_instance_id", None), getattr(body, "protocol_type", None),
+            getattr(body, "protocol_name", None),
+        )  # fmt: skip
+        return make(mod, "SyncGroupResponse", throttle_time=NO_THROTTLE, error_code=synced.error,
+                    protocol_type=synced.protocol_type, protocol_name=synced.protocol_name,
+                    assignment=synced.assignment)  # fmt: skip
     if group is None or not _may_read(ctx, request, body.group_id):
         return make(
             mod,
@@ -213,22 +228,25 @@ async def heartbeat(coord: GroupCoordinator, ctx: BrokerContext, request: Reques
     body = request.body
     mod = payload_module(ApiKey.HEARTBEAT, request.api_version, True)
     group = coord.groups.get(body.group_id)
-    code = (
-        ErrorCode.group_authorization_failed
-        if not _may_read(ctx, request, body.group_id)
-        else ErrorCode.unknown_member_id
-        if group is None
-        else group.heartbeat(
-            body.member_id, body.generation_id, getattr(body, "group_instance_id", None)
+    consumer_group = coord.consumer.groups.get(body.group_id)
+    instance = getattr(body, "group_instance_id", None)
+    if not _may_read(ctx, request, body.group_id):
+        code = ErrorCode.group_authorization_failed
+    elif consumer_group is not None:
+        code = coord.classic_members.heartbeat(
+            consumer_group, body.member_id, body.generation_id, instance
         )
-    )
+    elif group is None:
+        code = ErrorCode.unknown_member_id
+    else:
+        code = group.heartbeat(body.member_id, body.generation_id, instance)
     return make(mod, "HeartbeatResponse", throttle_time=NO_THROTTLE, error_code=code)
 
 
 async def leave_group(coord: GroupCoordinator, ctx: BrokerContext, request: Request) -> Any:
     body, version = request.body, request.api_version
     mod = payload_module(ApiKey.LEAVE_GROUP, version, True)
-    leaving = (
+    leaving: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in body.members]
         if version >= 3
         else [(body.member_id, None)]
@@ -239,9 +257,16 @@ async def leave_group(coord: GroupCoordinator, ctx: BrokerContext, request: Requ
             error_code=ErrorCode.group_authorization_failed, members=(),
         )  # fmt: skip
     group = coord.groups.get(body.group_id)
-    codes = [
-        ErrorCode.unknown_member_id if group is None else group.leave(m, i) for m, i in leaving
-    ]
+    consumer_group = coord.consumer.groups.get(body.group_id)
+    if consumer_group is not None:
+        try:
+            codes = await coord.classic_members.leave(consumer_group, leaving)
+        except KafkaLogError:
+            codes = [ErrorCode.coordinator_not_available for _ in leaving]
+    else:
+        codes = [
+            ErrorCode.unknown_member_id if group is None else group.leave(m, i) for m, i in leaving
+        ]
     top = codes[0] if version < 3 and codes else ErrorCode.none
     return make(
         mod,
