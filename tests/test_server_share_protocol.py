@@ -322,3 +322,64 @@ def test_offsets_of_a_group_of_another_type_or_none_are_refused(
     ]
     assert server.manager.topic_id("t") is not None
     assert "new" in server._groups.share.groups
+
+
+def test_an_acknowledgement_that_cannot_be_written_is_rolled_back(
+    broker: tuple[Any, ShareClient, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk when the settled state is written: the member is answered
+    KAFKA_STORAGE_ERROR for the partition, still holds the records (Kafka rolls the change
+    back), and acknowledges them once the disk has room; nothing was settled meanwhile."""
+    from kafkalog.coordinator import share_partitions
+    from kafkalog.errors import KafkaStorageError
+
+    server, c, tid = broker
+    c.heartbeat("g", "m1", 0, ("t",))
+    assert _acquired(c.fetch("g", "m1", 0, tid, [0], max_records=3)) == [(0, 2, 1)]
+    real = share_partitions.append_share_state
+
+    def full(*args: Any) -> None:
+        raise KafkaStorageError("No space left on device")
+
+    monkeypatch.setattr(share_partitions, "append_share_state", full)
+    r = c.acknowledge("g", "m1", 1, tid, 0, [(0, 2, [ACCEPT])])
+    assert _ack_codes(r) == [ErrorCode.kafka_storage_error.value]
+    key = ("g", tid, 0)
+    assert server._share_partitions.offsets(key)[0] == 0  # nothing settled
+    monkeypatch.setattr(share_partitions, "append_share_state", real)
+    r = c.acknowledge("g", "m1", 2, tid, 0, [(0, 2, [ACCEPT])])
+    assert _ack_codes(r) == [0]  # still its own: the acknowledgement goes through now
+    assert server._share_partitions.offsets(key)[0] == 3
+
+
+@pytest.mark.parametrize("level", ["read_uncommitted", "read_committed"])
+def test_control_batches_and_aborted_records_are_never_acquired(
+    broker: tuple[Any, ShareClient, str], level: str
+) -> None:
+    """A transactional producer's markers are gaps, never acquired; under
+    share.isolation.level=read_committed the aborted transaction's records are left out too."""
+    from confluent_kafka import Producer
+
+    server, c, tid = broker
+    producer = Producer({"bootstrap.servers": server.bootstrap_servers,
+                         "transactional.id": "share-txn"})  # fmt: skip
+    producer.init_transactions(30)
+    for values, commit in (([b"a", b"b", b"c"], True), ([b"x", b"y"], False), ([b"d"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce("t", v, partition=1)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    group = f"g-{level}"
+    server.manager.alter_group_configs(group, {"share.auto.offset.reset": "earliest",
+                                               "share.isolation.level": level})  # fmt: skip
+    c.heartbeat(group, "m1", 0, ("t",))
+    got = _acquired(c.fetch(group, "m1", 0, tid, [1], max_wait_ms=1000))
+    offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
+    # a, b, c at 0-2 and their marker at 3; x, y at 4-5 and the abort marker at 6; d at 7 and
+    # its marker at 8
+    expected = [0, 1, 2, 7] if level == "read_committed" else [0, 1, 2, 4, 5, 7]
+    assert offsets == expected

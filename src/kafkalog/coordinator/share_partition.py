@@ -18,6 +18,7 @@ records in flight. Time is the caller's (``now_ms`` arguments), so tests control
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
@@ -192,6 +193,15 @@ class SharePartition:
         self.end_offset = max(self.end_offset, self.start_offset)
 
     # --- persistence --------------------------------------------------------------------------
+
+    def save(self) -> tuple[int, int, dict[int, InFlightRecord]]:
+        """The state as it is, for ``restore`` when a change cannot be written (Kafka rolls
+        a change back when its persister write fails)."""
+        copied = {o: dataclasses.replace(r) for o, r in self.records.items()}
+        return self.start_offset, self.end_offset, copied
+
+    def restore(self, saved: tuple[int, int, dict[int, InFlightRecord]]) -> None:
+        self.start_offset, self.end_offset, self.records = saved
 
     def delivery_complete_count(self) -> int:
         """Records above the start offset already settled (the state records' field)."""

@@ -225,8 +225,11 @@ class ShareFetchHandler:
         self, request: Request, group_id: str, member_id: str, topics: Any,
         names: dict[str, str], out: dict[TopicPartition, _PartitionAnswer],
     ) -> None:  # fmt: skip
-        """Apply each partition's acknowledgements, then write the changed states."""
+        """Apply each partition's acknowledgements, then write the changed states; a state that
+        cannot be written is rolled back and its partition answered with the error (the
+        member still holds the records, and may acknowledge them again)."""
         changed: list[SharePartitionKey] = []
+        saved: dict[SharePartitionKey, Any] = {}  # the states before, to roll back
         for t in topics:
             topic_id = _topic_id(t.topic_id)
             for p in t.partitions:
@@ -257,6 +260,7 @@ class ShareFetchHandler:
                 if len(batches) != len(p.acknowledgement_batches):
                     answer.ack_code = ErrorCode.invalid_request
                     continue
+                saved.setdefault(key, share_partition.save())
                 answer.ack_code = share_partition.acknowledge(member_id, batches)
                 if answer.ack_code is ErrorCode.none:
                     changed.append(key)
@@ -264,6 +268,7 @@ class ShareFetchHandler:
             try:
                 await self.partitions.persist(key)
             except KafkaLogError as err:
+                self.partitions.partitions[key].restore(saved[key])
                 out[(key[1], key[2])].ack_code = error_code(err)
 
     async def _acquire(
