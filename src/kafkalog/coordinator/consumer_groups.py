@@ -9,9 +9,11 @@ of one heartbeat are appended to the group's ``__consumer_offsets`` partition in
 and then replayed into memory (``ConsumerGroup.replay``), so an answer is never sent for
 state a restart would not find. A member that stops heartbeating for
 ``group.consumer.session.timeout.ms``, or keeps partitions it was told to revoke for its
-rebalance timeout, is fenced, as a leave is. Refuses: the wire (``server.consumer_group_apis``),
-client-side assignors, and migration between a classic and a consumer group of members
-(an empty classic group is taken over, as Kafka's offline migration does).
+rebalance timeout, is fenced, as a leave is. A classic group is taken over by the first
+heartbeat (its members and all, through the group coordinator's ``upgrade``), and a group
+left with members of the classic protocol only is handed back (``downgrade``). Refuses: the
+wire (``server.consumer_group_apis``), client-side assignors, and the classic members' own
+requests (``consumer_group_classic``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ them and their offsets back at start-up, writes each group's metadata and offset
 (durable before anyone is told), settles transactional commits at their marker, and expires
 sessions and old offsets on timers. It runs on the event loop; appends go to worker threads.
 Refuses: the wire (``server.group_apis`` turns requests into calls here and results into
-responses). KIP-848 consumer groups are ``consumer_groups.ConsumerGroups``', kept here beside
-the classic ones so one id is one group and both write through the same partition locks.
+responses). KIP-848 consumer groups are ``consumer_groups.ConsumerGroups``' and share groups
+``share_groups.ShareGroups``', kept here beside the classic ones so one id is one group and
+all write through the same partition locks; a classic group turning into a consumer group
+and back with its members (online migration) is done here, where both kinds are.
 """
 
 from __future__ import annotations
