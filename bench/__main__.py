@@ -137,9 +137,16 @@ def merged_markdown(previous: str, fresh: str, suites: list[str], when: str) -> 
             line.startswith(("| suite |", "| --- |"))]  # fmt: skip
     before = re.search(r"^- Date: (.*)$", previous, re.M)
     earlier = before.group(1) if before else "an earlier run"
-    # a merge of a merge: the other rows are still the full run's, named after the last "of"
-    earlier = earlier.rsplit("the other rows from the full run of ", 1)[-1]
-    stamp = f"{when} for {', '.join(suites)}; the other rows from the full run of {earlier}"
+    # a merge of a merge: the other rows are still the full run's, named after the last "of",
+    # and each suite merged since keeps its own date unless this run replaced it
+    parts = earlier.split("; ")
+    earlier = parts[-1].rsplit("the other rows from the full run of ", 1)[-1]
+    kept_dates = [
+        part for part in parts[:-1]
+        if " for " in part and not set(part.split(" for ", 1)[1].split(", ")) & set(suites)
+    ]  # fmt: skip
+    stamp = "; ".join([f"{when} for {', '.join(suites)}", *kept_dates,
+                       f"the other rows from the full run of {earlier}"])  # fmt: skip
     head = [f"- Date: {stamp}" if line.startswith("- Date: ") else line for line in head]
     return "\n".join([*head, *table]) + "\n"
 

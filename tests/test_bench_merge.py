@@ -42,3 +42,8 @@ def test_a_suite_new_to_the_file_takes_its_place_in_the_order() -> None:
     merged = merged_markdown(_table("codec", "serve"), _table("spark"), ["spark"], "now")
     suites = [line.split("|")[1].strip() for line in merged.splitlines() if line.startswith("| ")]
     assert suites[2:] == ["codec", "spark", "serve"]
+    # the serve rows merged before keep their date
+    assert (
+        "- Date: now for spark; 2026-01-02 10:00 UTC for serve; the other rows from the full "
+        "run of 2026-01-01 09:00 UTC"
+    ) in merged
