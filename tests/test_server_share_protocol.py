@@ -383,3 +383,19 @@ def test_control_batches_and_aborted_records_are_never_acquired(
     # its marker at 8
     expected = [0, 1, 2, 7] if level == "read_committed" else [0, 1, 2, 4, 5, 7]
     assert offsets == expected
+
+
+def test_a_closed_connection_ends_its_sessions_and_gives_their_records_back(
+    broker: tuple[Any, ShareClient, str],
+) -> None:
+    """As Kafka's ShareSessionCache: the session opened on a connection ends with it, and what
+    its member held is offered again at once (before its 1 s lock would run out)."""
+    server, c, tid = broker
+    c.heartbeat("g", "m1", 0, ("t",))
+    c.heartbeat("g", "m2", 0, ("t",))
+    other = ShareClient(int(server.bootstrap_servers.rsplit(":", 1)[1]))
+    assert _acquired(other.fetch("g", "m1", 0, tid, [0], max_records=3)) == [(0, 2, 1)]
+    other.close()
+    assert _acquired(c.fetch("g", "m2", 0, tid, [0], max_records=3, max_wait_ms=500)) == [(0, 2, 2)]
+    # m1's session is gone with its connection
+    assert c.fetch("g", "m1", 1, tid, [0]).error_code == ErrorCode.share_session_not_found

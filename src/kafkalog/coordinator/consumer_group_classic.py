@@ -41,10 +41,6 @@ class ClassicMembers:
     def __init__(self, groups: ConsumerGroups) -> None:
         self.groups = groups
 
-    def _names(self) -> dict[str, str]:
-        manager = self.groups.ctx.manager
-        return {tid: t for t in manager.topics() if (tid := manager.topic_id(t)) is not None}
-
     def _supported(self, group: ConsumerGroup, protocols: list[tuple[str, bytes]]) -> bool:
         """ConsumerGroup.supportsClassicProtocols: a protocol every classic member has."""
         classic = [m for m in group.members.values() if m.classic_member_metadata is not None]
@@ -118,7 +114,9 @@ class ClassicMembers:
             if group.assignment_epoch > member.member_epoch and not unrevoked:
                 return SyncResult(ErrorCode.rebalance_in_progress)
             self.groups.time_member(group.group_id, member)
-            assignment = assignment_bytes(member.assigned, self._names(), protocols[0][1])
+            assignment = assignment_bytes(
+                member.assigned, self.groups.ctx.manager.topic_names_by_id(), protocols[0][1]
+            )
             return SyncResult(ErrorCode.none, protocol_type, protocol_name, assignment)
 
     def heartbeat(

@@ -129,8 +129,7 @@ class GroupCoordinator:
         tombstoned and the classic group's GroupMetadata written in one batch, then a
         rebalance, which they learn of from their next heartbeat."""
         gid = group.group_id
-        names = {tid: t for t in self.ctx.manager.topics()
-                 if (tid := self.ctx.manager.topic_id(t)) is not None}  # fmt: skip
+        names = self.ctx.manager.topic_names_by_id()
         stored = stored_classic_from_consumer(group, leaving, names)
         rows = record_rows(self.consumer.tombstones(group))
         rows.append((group_metadata_key(gid), group_metadata_value(stored)))

@@ -119,6 +119,8 @@ class LogManager(RunTimeConfigs, TopicCreator):
         # and FindCoordinator ask for them on every request)
         self._topics_of: tuple[object, Mapping[str, int]] = (None, MappingProxyType({}))
         self._topic_ids: dict[str, tuple[Log, str | None]] = {}
+        # topic ID -> name, for the topics() snapshot it was built from
+        self._names_by_id: tuple[object, Mapping[str, str]] = (None, MappingProxyType({}))
         self._closed = False
         try:
             self._load_logs()
@@ -286,6 +288,18 @@ class LogManager(RunTimeConfigs, TopicCreator):
     def is_offline(self, topic: str, partition: int) -> bool:
         """Whether the partition's log directory is offline."""
         return TopicPartition(topic, partition) in self._offline.partitions
+
+    def topic_names_by_id(self) -> Mapping[str, str]:
+        """Every topic's name by its ID (topics without one left out): built once per
+        ``topics()`` snapshot, so a request that names topics by ID costs no pass over them
+        while no topic comes or goes."""
+        known = self.topics()
+        source, names = self._names_by_id
+        if source is not known:
+            found = {tid: t for t in known if (tid := self.topic_id(t)) is not None}
+            names = MappingProxyType(found)
+            self._names_by_id = (known, names)
+        return names
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's ID from its first partition's ``partition.metadata``; None for a topic

@@ -31,14 +31,21 @@ if TYPE_CHECKING:
     from kafkalog.coordinator.group_coordinator import GroupCoordinator
 
 
-def topic_names(ctx: BrokerContext) -> dict[str, str]:
+def topic_names(ctx: BrokerContext) -> Mapping[str, str]:
     """Every topic's name by its ID."""
-    out = {}
-    for topic in ctx.manager.topics():
-        topic_id = ctx.manager.topic_id(topic)
-        if topic_id is not None:
-            out[topic_id] = topic
-    return out
+    return ctx.manager.topic_names_by_id()
+
+
+def refused_topics(ctx: BrokerContext, request: Request, names: Any) -> str | None:
+    """KafkaApis' check of a group heartbeat's subscription: the message naming the topics
+    the principal may not DESCRIBE, or None."""
+    refused = sorted(
+        n for n in names or () if not ctx.allowed(request, AclOperation.DESCRIBE,
+                                                  ResourceType.TOPIC, n)
+    )  # fmt: skip
+    if not refused:
+        return None
+    return f"The group has subscribed to topics that it is not authorized to: {refused}."
 
 
 def _wire_id(topic_id: str) -> uuid.UUID:
@@ -108,13 +115,8 @@ async def consumer_group_heartbeat(
     if not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return _heartbeat_response(mod, HeartbeatAnswer(ErrorCode.group_authorization_failed))
     names = body.subscribed_topic_names
-    refused = sorted(
-        n
-        for n in names or ()
-        if not ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
-    )
-    if refused:
-        message = f"The group has subscribed to topics that it is not authorized to: {refused}."
+    message = refused_topics(ctx, request, names)
+    if message is not None:
         return _heartbeat_response(
             mod, HeartbeatAnswer(ErrorCode.topic_authorization_failed, message)
         )

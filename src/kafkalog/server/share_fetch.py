@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,20 +58,36 @@ class ShareSession:
 
 
 class ShareSessionCache:
-    """Share sessions by (group, member) (Kafka's ShareSessionCache)."""
+    """Share sessions by (group, member) (Kafka's ShareSessionCache), and by the connection
+    that opened them: every connection's close asks, so it must not walk every session."""
 
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._by_connection: dict[str, set[tuple[str, str]]] = {}
+
+    def open(self, key: tuple[str, str], session: ShareSession) -> None:
+        self.remove(key)
+        self.sessions[key] = session
+        self._by_connection.setdefault(session.connection_id, set()).add(key)
+
+    def remove(self, key: tuple[str, str]) -> None:
+        session = self.sessions.pop(key, None)
+        if session is not None:
+            keys = self._by_connection.get(session.connection_id)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_connection[session.connection_id]
 
     def member_gone(self, group_id: str, member_id: str) -> None:
-        self.sessions.pop((group_id, member_id), None)
+        self.remove((group_id, member_id))
 
     def on_connection(self, connection_id: str) -> list[tuple[str, str]]:
         """The (group, member) of each session opened on the connection, removed."""
-        gone = [k for k, s in self.sessions.items() if s.connection_id == connection_id]
+        gone = sorted(self._by_connection.pop(connection_id, ()))
         for key in gone:
-            del self.sessions[key]
+            self.sessions.pop(key, None)
         return gone
 
 
@@ -178,7 +194,7 @@ class ShareFetchHandler:
         self.cache = ShareSessionCache(max_sessions)
         partitions.groups.on_member_gone.append(self.cache.member_gone)
 
-    def _names(self) -> dict[str, str]:
+    def _names(self) -> Mapping[str, str]:
         return topic_names(self.ctx)
 
     def connection_closed(self, connection_id: str) -> None:
@@ -204,14 +220,14 @@ class ShareFetchHandler:
             sessions = self.cache.sessions
             if key not in sessions and len(sessions) >= self.cache.max_sessions:
                 return ErrorCode.share_session_limit_reached, None
-            sessions.pop(key, None)
-            opened = sessions[key] = ShareSession(_next_epoch(epoch), asked, connection_id)
+            opened = ShareSession(_next_epoch(epoch), asked, connection_id)
+            self.cache.open(key, opened)
             return ErrorCode.none, opened
         session = self.cache.sessions.get(key)
         if session is None:
             return ErrorCode.share_session_not_found, None
         if epoch == FINAL_EPOCH:
-            del self.cache.sessions[key]
+            self.cache.remove(key)
             return ErrorCode.none, session
         if epoch != session.epoch:
             return ErrorCode.invalid_share_session_epoch, None
@@ -223,7 +239,7 @@ class ShareFetchHandler:
 
     async def _acknowledge(
         self, request: Request, group_id: str, member_id: str, topics: Any,
-        names: dict[str, str], out: dict[TopicPartition, _PartitionAnswer],
+        names: Mapping[str, str], out: dict[TopicPartition, _PartitionAnswer],
     ) -> None:  # fmt: skip
         """Apply each partition's acknowledgements, then write the changed states; a state that
         cannot be written is rolled back and its partition answered with the error (the
@@ -273,7 +289,7 @@ class ShareFetchHandler:
 
     async def _acquire(
         self, group_id: str, member_id: str, wanted: list[TopicPartition],
-        names: dict[str, str], max_bytes: int, max_records: int,
+        names: Mapping[str, str], max_bytes: int, max_records: int,
         out: dict[TopicPartition, _PartitionAnswer],
     ) -> int:  # fmt: skip
         """One pass over the session's partitions; how many records were acquired."""
@@ -362,7 +378,7 @@ class ShareFetchHandler:
 
     async def _fetch_or_wait(
         self, group_id: str, member_id: str, wanted: list[TopicPartition],
-        names: dict[str, str], body: Any, max_records: int,
+        names: Mapping[str, str], body: Any, max_records: int,
         out: dict[TopicPartition, _PartitionAnswer],
     ) -> None:  # fmt: skip
         loop = asyncio.get_running_loop()

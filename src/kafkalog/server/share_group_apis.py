@@ -29,7 +29,7 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.protocol.api_keys import ApiKey
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.authorizer import AclOperation, ResourceType
-from kafkalog.server.consumer_group_apis import _wire_id, topic_names
+from kafkalog.server.consumer_group_apis import _wire_id, refused_topics, topic_names
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
 
 if TYPE_CHECKING:
@@ -76,12 +76,8 @@ async def share_group_heartbeat(
     if not ctx.allowed(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return _response(mod, ShareHeartbeatAnswer(ErrorCode.group_authorization_failed))
     names = body.subscribed_topic_names
-    refused = sorted(
-        n for n in names or () if not ctx.allowed(request, AclOperation.DESCRIBE,
-                                                  ResourceType.TOPIC, n)
-    )  # fmt: skip
-    if refused:
-        message = f"The group has subscribed to topics that it is not authorized to: {refused}."
+    message = refused_topics(ctx, request, names)
+    if message is not None:
         return _response(mod, ShareHeartbeatAnswer(ErrorCode.topic_authorization_failed, message))
     problem = _invalid(body)
     if problem is not None:
