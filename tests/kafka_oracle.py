@@ -71,6 +71,29 @@ def classpath(version: str) -> str:
     return out.read_text().strip()
 
 
+def sources_jar(version: str, artifact: str) -> Path:
+    """Kafka ``version``'s ``artifact`` sources jar (fetched once with Maven): the one place
+    some of Kafka's message schemas ship (the storage jar leaves out its JSON)."""
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            unavailable(f"'{tool}' is not on PATH (see the Makefile's check-java / check-mvn)")
+    folder = CACHE / "sources"
+    out = folder / f"{artifact}-{version}-sources.jar"
+    if out.exists():
+        return out
+    tmp = folder / f"tmp-{os.getpid()}"
+    cmd = [
+        "mvn", "-q", "-B", "dependency:copy",
+        f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:sources", f"-DoutputDirectory={tmp}",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if proc.returncode != 0:
+        unavailable(f"mvn could not fetch {artifact} {version} sources: {proc.stdout[-2000:]}")
+    os.replace(tmp / out.name, out)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def java(version: str, main: str, *args: str, timeout: float = 180) -> str:
     """Run one of Kafka's command-line classes; return its stdout, raising on failure."""
     cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath(version), main, *args]
@@ -279,6 +302,7 @@ class KafkaBroker:
 if __name__ == "__main__":  # `make kafka-oracle`: fetch every pinned version before the tests
     for v in KAFKA_VERSIONS:
         print(f"Apache Kafka {v}: {len(classpath(v).split(os.pathsep))} jars resolved")
+    print(f"schemas from {sources_jar(KAFKA_VERSIONS[-1], 'kafka-storage').name}")
     import pyspark
 
     from spark_connector import connector_version

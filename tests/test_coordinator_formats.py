@@ -80,8 +80,9 @@ def _values(fields: Any, version: int) -> st.SearchStrategy[dict[str, Any]]:
     for name, kind, first, last, _tag, _default in fields:
         if version < first or (last is not None and version > last):
             continue
-        if isinstance(kind, dict):  # one nullable struct
-            out[name] = st.none() | _values(kind["struct"], version)
+        if isinstance(kind, dict):  # one struct, null only where it may be
+            inner = _values(kind["struct"], version)
+            out[name] = st.none() | inner if kind["nullable"] else inner
         elif isinstance(kind, tuple):
             out[name] = st.lists(_values(kind, version), max_size=3)
         elif kind.startswith("[]"):

@@ -20,7 +20,7 @@ from kafkalog.cli.kraft_records import kraft_control_text
 from kafkalog.cli.metadata_decoder import metadata_json
 from kafkalog.cli.segment_walk import SegmentWalk
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
-from kafkalog.records import AnyBatch, Record, coordinator
+from kafkalog.records import AnyBatch, Record, coordinator, remote_log_metadata
 from kafkalog.records.batch import RecordBatch
 from kafkalog.records.control import decode_control_key, decode_end_txn_marker
 from kafkalog.records.legacy import LegacyRecord
@@ -43,8 +43,8 @@ class DumpOptions:
     max_bytes_given: bool = False
     json: bool = False
     # "offsets" (--offsets-decoder), "transactions" (--transaction-log-decoder),
-    # "cluster-metadata" (--cluster-metadata-decoder) or "share-group-state"
-    # (--share-group-state-decoder)
+    # "cluster-metadata" (--cluster-metadata-decoder), "share-group-state"
+    # (--share-group-state-decoder) or "remote-log-metadata" (--remote-log-metadata-decoder)
     decoder: str | None = None
     key_decoder: str | None = None  # --key-decoder-class / --value-decoder-class: Kafka's names
     value_decoder: str | None = None
@@ -268,6 +268,14 @@ def _parse(record: Record, options: DumpOptions) -> tuple[str | None, str | None
                                options.value_decoder or STRING_DECODER)  # fmt: skip
     if options.decoder == "cluster-metadata":  # no keys: the payload is the whole record
         return None, metadata_json(record.value, record.offset)
+    if options.decoder == "remote-log-metadata":  # no keys either: Kafka's toString
+        try:
+            metadata = remote_log_metadata.decode(record.value or b"")
+        except CorruptRecordError as err:
+            return None, f"Error at offset {record.offset}, skipping. {err}"
+        # Kafka 3.9's toString has no txnIdxEmpty
+        modern = options.kafka_version >= (4, 0)
+        return None, remote_log_metadata.describe(metadata, txn_index_empty=modern)
     if record.key is None:
         raise InvalidArgumentError(
             f"Failed to decode message at offset {record.offset} using the specified decoder "

@@ -139,6 +139,11 @@ def configure_logging() -> None:
     help="Decode __share_group_state records (implies data).",
 )
 @click.option(
+    "--remote-log-metadata-decoder",
+    is_flag=True,
+    help="Decode __remote_log_metadata records, tiered storage's (implies data).",
+)
+@click.option(
     "--key-decoder-class",
     is_flag=False,
     flag_value=STRING_DECODER,
@@ -174,6 +179,7 @@ def dump_log_cmd(
     transaction_log_decoder: bool,
     cluster_metadata_decoder: bool,
     share_group_state_decoder: bool,
+    remote_log_metadata_decoder: bool,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
     kafka_version: str,
@@ -186,12 +192,14 @@ def dump_log_cmd(
     """
     chosen = {"offsets": offsets_decoder, "transactions": transaction_log_decoder,
               "cluster-metadata": cluster_metadata_decoder,
-              "share-group-state": share_group_state_decoder}  # fmt: skip
+              "share-group-state": share_group_state_decoder,
+              "remote-log-metadata": remote_log_metadata_decoder}  # fmt: skip
     decoders = [name for name, on in chosen.items() if on]
     if len(decoders) > 1:
         raise InvalidArgumentError(
             "choose one of --offsets-decoder, --transaction-log-decoder, "
-            "--cluster-metadata-decoder and --share-group-state-decoder"
+            "--cluster-metadata-decoder, --share-group-state-decoder and "
+            "--remote-log-metadata-decoder"
         )
     options = DumpOptions(
         deep_iteration=deep_iteration,

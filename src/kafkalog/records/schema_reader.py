@@ -17,7 +17,8 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.types import uuid_string
 
 # A field: JSON name, type, first version, last version (None: open), tag (None: not tagged),
-# default. A struct array's type is a tuple of fields, a single struct's {"struct": fields}.
+# default. A struct array's type is a tuple of fields, a single struct's {"struct": fields,
+# "nullable": whether a presence byte comes first}.
 Field = tuple[str, Any, int, int | None, int | None, Any]
 
 FIXED = {
@@ -71,10 +72,12 @@ class SchemaReader:
 
     def value(self, kind: Any, version: int) -> Any:
         """One field's value; a tuple of fields is an array of structs, ``{"struct": fields}``
-        one struct, after its presence byte (-1, or 0 in a tagged field: null), as Kafka's
-        generated code writes a nullable struct."""
+        one struct: a nullable one after its presence byte (-1, or 0 in a tagged field: null),
+        as Kafka's generated code writes it, any other one inline."""
         if isinstance(kind, dict):
-            return None if self.fixed("int8") <= 0 else self.struct(kind["struct"], version)
+            if kind["nullable"] and self.fixed("int8") <= 0:
+                return None
+            return self.struct(kind["struct"], version)
         if isinstance(kind, tuple):
             n = self.length(True)
             return None if n < 0 else [self.struct(kind, version) for _ in range(n)]
@@ -111,10 +114,12 @@ class SchemaReader:
         if self.flexible:
             for _ in range(self.uvarint()):
                 tag, size = self.uvarint(), self.uvarint()
-                end = self.pos + size
                 if tag in tagged:
+                    # as Kafka's generated readers do: a known tag's value is read as its type
+                    # says, whatever size came before it; only an unknown one is skipped whole
                     out[tagged[tag][0]] = self.value(tagged[tag][1], version)
-                self.pos = end
+                else:
+                    self.take(size)
         # ...but a tagged struct is left out only when empty: Kafka's converters compare it
         # with a new struct, so a null one is printed
         return {

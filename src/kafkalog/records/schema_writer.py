@@ -38,8 +38,11 @@ class SchemaWriter:
             self.out += FIXED["int32" if array else "int16"].pack(size)
 
     def value(self, name: str, kind: Any, version: int, value: Any) -> None:
-        if isinstance(kind, dict):  # one struct, after its presence byte
-            self.out += FIXED["int8"].pack(-1 if value is None else 1)
+        if isinstance(kind, dict):  # one struct, a nullable one after its presence byte
+            if kind["nullable"]:
+                self.out += FIXED["int8"].pack(-1 if value is None else 1)
+            elif value is None:
+                raise InvalidArgumentError(f"{name} may not be null")
             if value is not None:
                 self.struct(kind["struct"], version, value)
         elif isinstance(kind, tuple):  # an array of structs
