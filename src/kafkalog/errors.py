@@ -204,6 +204,14 @@ class UnknownTopicOrPartitionError(KafkaLogError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class RemoteResourceNotFoundError(KafkaLogError, KeyError):
+    """Tiered storage knows no remote segment (or remote data) by that id (Kafka's
+    RemoteResourceNotFoundException)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 # --- the cleaner --------------------------------------------------------------------------------
 
 
