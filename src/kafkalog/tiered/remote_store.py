@@ -1,0 +1,204 @@
+"""A remote store for closed segments: Kafka's RemoteStorageManager over any pyarrow filesystem
+(S3-compatible object storage, or a local directory for tests and single machines).
+
+Why pyarrow's filesystems: pyarrow is already a dependency (the columnar reads, the Spark
+source), its S3 filesystem is the AWS C++ SDK with ranged reads (a fetch in the middle of a
+remote segment reads only those bytes), multipart uploads and S3-compatible endpoints, and the
+same interface is a local directory; a Spark executor that has kafkalog has it. boto3, obstore
+or fsspec would each add a dependency for what this already does.
+
+The layout (docs/formats.md): each copied segment is one object set under
+``<root>/<topic>-<partition>-<topic id>/``, its objects named by the segment's start offset (20
+digits, as Kafka names segment files) and the copy's segment id, with Kafka's suffixes:
+``00000000000000001000-<segment id>.log`` and ``.index``, ``.timeindex``, ``.snapshot``,
+``.txnindex`` (only when the segment has one) and ``.leader_epoch_checkpoint``. A new copy of
+the same segment has a new id, so an unfinished copy never shares an object with a finished one.
+
+Refuses: to decide when to copy or delete (the remote log manager's business); to report a
+copy done before every object is written; to fail a delete of objects already gone (Kafka's
+deleteLogSegmentData is idempotent).
+"""
+
+from __future__ import annotations
+
+import enum
+import shutil
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.fs
+
+from kafkalog.errors import InvalidArgumentError, KafkaStorageError, RemoteResourceNotFoundError
+from kafkalog.records.remote_log_metadata import RemoteLogSegmentMetadata, TopicIdPartition
+
+COPY_CHUNK = 8 << 20  # bytes moved per read/write while copying a segment file
+
+
+class IndexType(enum.Enum):
+    """Kafka's RemoteStorageManager.IndexType: each with the suffix of its object."""
+
+    OFFSET = ".index"
+    TIMESTAMP = ".timeindex"
+    PRODUCER_SNAPSHOT = ".snapshot"
+    TRANSACTION = ".txnindex"
+    LEADER_EPOCH = ".leader_epoch_checkpoint"
+
+
+@dataclass(frozen=True)
+class LogSegmentData:
+    """What is copied of one closed segment (Kafka's LogSegmentData): its files, and the
+    leader-epoch checkpoint of its range as bytes."""
+
+    log_segment: Path
+    offset_index: Path
+    time_index: Path
+    transaction_index: Path | None
+    producer_snapshot: Path
+    leader_epoch_checkpoint: bytes
+
+
+class RemoteLogStore:
+    """Remote segments as object sets under ``root`` of ``filesystem``."""
+
+    def __init__(self, filesystem: pyarrow.fs.FileSystem, root: str) -> None:
+        self.filesystem = filesystem
+        self.root = root.rstrip("/")
+
+    @classmethod
+    def from_uri(
+        cls, uri: str, *, timeout_ms: int | None = None, attempts: int | None = None
+    ) -> RemoteLogStore:
+        """A store at ``uri``: ``s3://bucket/prefix?endpoint_override=...&region=...`` (the
+        query is pyarrow's S3 URI options), or a local path or ``file://`` URI. On S3,
+        ``timeout_ms`` bounds each connection and request and ``attempts`` the tries of each
+        call (the SDK's defaults otherwise: a store that is down takes seconds to fail)."""
+        try:
+            filesystem, root = pyarrow.fs.FileSystem.from_uri(uri)
+            if isinstance(filesystem, pyarrow.fs.S3FileSystem) and (timeout_ms or attempts):
+                filesystem = _bounded_s3(uri, timeout_ms, attempts)
+        except (ValueError, OSError) as err:
+            raise InvalidArgumentError(f"remote storage {uri!r}: {err}") from err
+        return cls(filesystem, root)
+
+    # --- where things are -----------------------------------------------------------------
+
+    def partition_prefix(self, tp: TopicIdPartition) -> str:
+        return f"{self.root}/{tp.topic}-{tp.partition}-{tp.topic_id}"
+
+    def object_name(self, metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
+        sid = metadata.segment_id
+        prefix = self.partition_prefix(sid.topic_id_partition)
+        return f"{prefix}/{metadata.start_offset:020d}-{sid.id}{suffix}"
+
+    # --- Kafka's RemoteStorageManager -------------------------------------------------------
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData
+    ) -> None:
+        """Copy a closed segment's files; returns once every object is written (KafkaStorage
+        Error when the store fails: the copy is then unfinished and its objects orphans)."""
+        files: list[tuple[str, Path | bytes]] = [
+            (".log", data.log_segment),
+            (IndexType.OFFSET.value, data.offset_index),
+            (IndexType.TIMESTAMP.value, data.time_index),
+            (IndexType.PRODUCER_SNAPSHOT.value, data.producer_snapshot),
+            (IndexType.LEADER_EPOCH.value, data.leader_epoch_checkpoint),
+        ]
+        if data.transaction_index is not None:
+            files.append((IndexType.TRANSACTION.value, data.transaction_index))
+        try:
+            self.filesystem.create_dir(
+                self.partition_prefix(metadata.segment_id.topic_id_partition)
+            )
+            for suffix, source in files:
+                with self.filesystem.open_output_stream(self.object_name(metadata, suffix)) as out:
+                    if isinstance(source, bytes):
+                        out.write(source)
+                    else:
+                        with source.open("rb") as f:
+                            shutil.copyfileobj(f, out, COPY_CHUNK)
+        except OSError as err:
+            raise KafkaStorageError(
+                f"copying {metadata.segment_id.id} to remote storage: {err}"
+            ) from err
+
+    def fetch_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None = None
+    ) -> bytes:
+        """Bytes ``start`` to ``end`` (inclusive; the segment's end when None) of the remote
+        segment's ``.log``, read as one ranged request."""
+        if start < 0 or (end is not None and end < start):
+            raise InvalidArgumentError(f"the byte range {start}-{end} is not a range")
+        name = self.object_name(metadata, ".log")
+        try:
+            with self.filesystem.open_input_file(name) as f:
+                size = f.size()
+                last = size - 1 if end is None else min(end, size - 1)
+                return f.read_at(max(0, last - start + 1), start) if start < size else b""
+        except FileNotFoundError as err:
+            raise RemoteResourceNotFoundError(f"no remote segment {name}") from err
+        except OSError as err:
+            raise KafkaStorageError(f"reading {name}: {err}") from err
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index: IndexType) -> bytes:
+        """One of the segment's index objects, whole."""
+        name = self.object_name(metadata, index.value)
+        try:
+            with self.filesystem.open_input_stream(name) as f:
+                return bytes(f.read())
+        except FileNotFoundError as err:
+            raise RemoteResourceNotFoundError(f"no remote index {name}") from err
+        except OSError as err:
+            raise KafkaStorageError(f"reading {name}: {err}") from err
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Delete the segment's objects; those already gone are not an error."""
+        for suffix in (".log", *(i.value for i in IndexType)):
+            name = self.object_name(metadata, suffix)
+            try:
+                self.filesystem.delete_file(name)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                raise KafkaStorageError(f"deleting {name}: {err}") from err
+
+    def object_sets(self, tp: TopicIdPartition) -> Iterator[tuple[int, str]]:
+        """(start offset, segment id) of every object set the store holds for ``tp``, whole or
+        not: what a sweep for orphans compares with the metadata."""
+        selector = pyarrow.fs.FileSelector(self.partition_prefix(tp), allow_not_found=True)
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except OSError as err:
+            raise KafkaStorageError(f"listing {selector.base_dir}: {err}") from err
+        seen: set[tuple[int, str]] = set()
+        for info in infos:
+            stem = info.base_name.split(".", 1)[0]
+            offset, _, segment = stem.partition("-")
+            if offset.isdigit() and len(offset) == 20 and len(segment) == 22:
+                seen.add((int(offset), segment))
+        yield from sorted(seen)
+
+
+# pyarrow's S3 URI query keys, passed on as S3FileSystem's arguments of the same meaning
+_S3_URI_KEYS = {"region", "scheme", "endpoint_override", "allow_bucket_creation",
+                "allow_bucket_deletion", "force_virtual_addressing"}  # fmt: skip
+
+
+def _bounded_s3(uri: str, timeout_ms: int | None, attempts: int | None) -> pyarrow.fs.S3FileSystem:
+    """The S3 filesystem ``uri`` names, with bounded timeouts and retries (which its URI
+    form cannot carry)."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query)
+    unknown = set(query) - _S3_URI_KEYS
+    if unknown:
+        raise ValueError(f"unknown S3 option(s) {sorted(unknown)}")
+    options: dict[str, object] = {k: v[-1] for k, v in query.items()}
+    for flag in ("allow_bucket_creation", "allow_bucket_deletion", "force_virtual_addressing"):
+        if flag in options:
+            options[flag] = str(options[flag]).lower() in ("1", "true", "yes")
+    if timeout_ms:
+        options["connect_timeout"] = options["request_timeout"] = timeout_ms / 1000
+    if attempts:
+        options["retry_strategy"] = pyarrow.fs.AwsStandardS3RetryStrategy(max_attempts=attempts)
+    return pyarrow.fs.S3FileSystem(**options)
