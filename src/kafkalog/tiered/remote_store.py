@@ -32,6 +32,14 @@ import pyarrow.fs
 
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError, RemoteResourceNotFoundError
 from kafkalog.records.remote_log_metadata import RemoteLogSegmentMetadata, TopicIdPartition
+from kafkalog.storage.filenames import (
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    filename_prefix_from_offset,
+)
 
 COPY_CHUNK = 8 << 20  # bytes moved per read/write while copying a segment file
 
@@ -39,10 +47,10 @@ COPY_CHUNK = 8 << 20  # bytes moved per read/write while copying a segment file
 class IndexType(enum.Enum):
     """Kafka's RemoteStorageManager.IndexType: each with the suffix of its object."""
 
-    OFFSET = ".index"
-    TIMESTAMP = ".timeindex"
-    PRODUCER_SNAPSHOT = ".snapshot"
-    TRANSACTION = ".txnindex"
+    OFFSET = INDEX_FILE_SUFFIX
+    TIMESTAMP = TIME_INDEX_FILE_SUFFIX
+    PRODUCER_SNAPSHOT = PRODUCER_SNAPSHOT_FILE_SUFFIX
+    TRANSACTION = TXN_INDEX_FILE_SUFFIX
     LEADER_EPOCH = ".leader_epoch_checkpoint"
 
 
@@ -90,7 +98,7 @@ class RemoteLogStore:
     def object_name(self, metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
         sid = metadata.segment_id
         prefix = self.partition_prefix(sid.topic_id_partition)
-        return f"{prefix}/{metadata.start_offset:020d}-{sid.id}{suffix}"
+        return f"{prefix}/{filename_prefix_from_offset(metadata.start_offset)}-{sid.id}{suffix}"
 
     # --- Kafka's RemoteStorageManager -------------------------------------------------------
 
@@ -100,7 +108,7 @@ class RemoteLogStore:
         """Copy a closed segment's files; returns once every object is written (KafkaStorage
         Error when the store fails: the copy is then unfinished and its objects orphans)."""
         files: list[tuple[str, Path | bytes]] = [
-            (".log", data.log_segment),
+            (LOG_FILE_SUFFIX, data.log_segment),
             (IndexType.OFFSET.value, data.offset_index),
             (IndexType.TIMESTAMP.value, data.time_index),
             (IndexType.PRODUCER_SNAPSHOT.value, data.producer_snapshot),
@@ -131,7 +139,7 @@ class RemoteLogStore:
         segment's ``.log``, read as one ranged request."""
         if start < 0 or (end is not None and end < start):
             raise InvalidArgumentError(f"the byte range {start}-{end} is not a range")
-        name = self.object_name(metadata, ".log")
+        name = self.object_name(metadata, LOG_FILE_SUFFIX)
         try:
             with self.filesystem.open_input_file(name) as f:
                 size = f.size()
@@ -155,7 +163,7 @@ class RemoteLogStore:
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Delete the segment's objects; those already gone are not an error."""
-        for suffix in (".log", *(i.value for i in IndexType)):
+        for suffix in (LOG_FILE_SUFFIX, *(i.value for i in IndexType)):
             name = self.object_name(metadata, suffix)
             try:
                 self.filesystem.delete_file(name)
