@@ -36,6 +36,7 @@ from kafkalog.protocol.fetch_frame import (
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.storage.file_records import FileSlice
 from kafkalog.types import IsolationLevel
 
 # records up to this size are copied into the answer rather than sent from their file: a copy
@@ -162,8 +163,8 @@ def _fetch_partition(
         records: bytes | OpenSlice = b""
         if info.records is not None and info.records.size:
             s = info.records
-            if s.size <= min(COPY_AT_MOST_BYTES, may_copy):
-                records = s.read()
+            if not isinstance(s, FileSlice) or s.size <= min(COPY_AT_MOST_BYTES, may_copy):
+                records = s.read()  # small, or read from remote storage into memory already
             else:
                 records = OpenSlice(s.dup_descriptor(), s.position, s.size)
     except OffsetOutOfRangeError:

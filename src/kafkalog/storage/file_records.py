@@ -13,7 +13,7 @@ import contextlib
 import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,50 @@ class BatchPosition:
     last_offset: int
     position: int
     size: int
+
+
+def first_record_at_or_after(
+    batches: Iterable[AnyBatch], target: int, starting_offset: int
+) -> TimestampAndOffset | None:
+    """Kafka's search for a timestamp within a segment's batches: the first record with
+    timestamp >= ``target`` and offset >= ``starting_offset`` (none for v0 data)."""
+    for batch in batches:
+        if batch.max_timestamp >= target:
+            for rec in batch:
+                ts = rec.timestamp if rec.timestamp is not None else -1
+                if ts >= target and rec.offset >= starting_offset:
+                    epoch = batch.partition_leader_epoch
+                    return TimestampAndOffset(ts, rec.offset, epoch if epoch >= 0 else None)
+    return None
+
+
+class MemorySlice:
+    """Whole batches held in memory: what a read of remote storage returns where a local read
+    returns a FileSlice. It has no descriptor to send from, so a server copies it."""
+
+    __slots__ = ("_data", "position", "size")
+
+    def __init__(self, data: bytes, position: int = 0) -> None:
+        self._data = data
+        self.position = position  # where the bytes start in the segment they came from
+        self.size = len(data)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self) -> bytes:
+        return self._data
+
+    def records(self) -> MemoryRecords:
+        return MemoryRecords(self._data)
+
+    def to_arrow(self, *, include_headers: bool = True, include_control: bool = False) -> pa.Table:
+        return self.records().to_arrow(
+            include_headers=include_headers, include_control=include_control
+        )
+
+    def __repr__(self) -> str:
+        return f"MemorySlice(position={self.position}, size={self.size})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,14 +492,7 @@ class FileRecords:
         """The first record at or after ``start_position`` with timestamp >= target and offset
         >= starting_offset (none for v0 data)."""
         with self.scanner(start_position, verify_crc=False) as scan:
-            for batch in scan:
-                if batch.max_timestamp >= target:
-                    for rec in batch:
-                        ts = rec.timestamp if rec.timestamp is not None else -1
-                        if ts >= target and rec.offset >= starting_offset:
-                            epoch = batch.partition_leader_epoch
-                            return TimestampAndOffset(ts, rec.offset, epoch if epoch >= 0 else None)
-        return None
+            return first_record_at_or_after(scan, target, starting_offset)
 
     def largest_timestamp_after(self, start_position: int) -> tuple[int, int]:
         """(max timestamp, last offset of the first batch reaching it) from ``start_position``."""

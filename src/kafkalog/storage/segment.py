@@ -22,7 +22,13 @@ from kafkalog.records.committed import is_abort_marker
 from kafkalog.storage import filenames
 from kafkalog.storage.atomic import delete_if_exists, rename_if_exists
 from kafkalog.storage.checked_range import CheckedRange
-from kafkalog.storage.file_records import BatchPosition, FileRecords, FileSlice, TimestampAndOffset
+from kafkalog.storage.file_records import (
+    BatchPosition,
+    FileRecords,
+    FileSlice,
+    MemorySlice,
+    TimestampAndOffset,
+)
 from kafkalog.storage.index_build import SegmentData, build_index_entries
 from kafkalog.storage.offset_index import OffsetIndex
 from kafkalog.storage.time_index import TimeIndex, TimestampOffset
@@ -51,11 +57,11 @@ class LogOffsetMetadata:
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    """A read's result: where it starts, the bytes (a file slice or None), and for
-    READ_COMMITTED the aborted transactions in range."""
+    """A read's result: where it starts, the bytes (a file slice, or in memory when read from
+    remote storage, or None), and for READ_COMMITTED the aborted transactions in range."""
 
     fetch_offset_metadata: LogOffsetMetadata
-    records: FileSlice | None
+    records: FileSlice | MemorySlice | None
     first_entry_incomplete: bool = False
     aborted_transactions: list[AbortedTransaction] | None = None
 

@@ -48,6 +48,34 @@ class TxnIndexSearchResult:
     is_complete: bool
 
 
+def decode_entries(data: bytes, file: str) -> list[AbortedTxn]:
+    """The entries of a whole transaction index (a trailing partial entry is ignored)."""
+    out = []
+    for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+        if data[pos] > VERSION:  # Kafka reads only the version's first byte
+            raise CorruptIndexError(
+                f"unknown transaction index entry version {data[pos]}", file=file, position=pos
+            )
+        version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
+        out.append(AbortedTxn(pid, first, last, lso, version))
+    return out
+
+
+def collect_aborted_txns(
+    entries: list[AbortedTxn], fetch_offset: int, upper_bound_offset: int
+) -> TxnIndexSearchResult:
+    """Kafka's TransactionIndex.collectAbortedTxns: the aborted transactions overlapping
+    [fetch offset, upper bound); complete once an entry's LSO reaches the upper bound (no
+    later segment can hold one that overlaps)."""
+    found = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            found.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(found, True)
+    return TxnIndexSearchResult(found, False)
+
+
 class TransactionIndex:
     """Append-only list of aborted transactions whose ABORT marker lies in this segment.
 
@@ -80,16 +108,7 @@ class TransactionIndex:
                 data = self.path.read_bytes()
             except FileNotFoundError:
                 return []
-        out = []
-        for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
-            if data[pos] > VERSION:  # Kafka reads only the version's first byte
-                raise CorruptIndexError(
-                    f"unknown transaction index entry version {data[pos]}",
-                    file=str(self.path),
-                    position=pos,
-                )
-            version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
-            out.append(AbortedTxn(pid, first, last, lso, version))
+        out = decode_entries(data, str(self.path))
         if out and self._last_offset is None:
             self._last_offset = out[-1].last_offset
         return out
@@ -97,13 +116,7 @@ class TransactionIndex:
     def collect_aborted_txns(
         self, fetch_offset: int, upper_bound_offset: int
     ) -> TxnIndexSearchResult:
-        found = []
-        for txn in self.all_aborted():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                found.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(found, True)
-        return TxnIndexSearchResult(found, False)
+        return collect_aborted_txns(self.all_aborted(), fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         entries = self.all_aborted()
