@@ -309,13 +309,17 @@ def load(
     log_start_offset: int,
     rng: random.Random,
     producer_state_config: ProducerStateConfig | None = None,
+    remote_log_enabled: bool = False,
 ) -> LoadResult:
-    """Run the loader's phases over ``directory`` (Kafka's LogLoader)."""
+    """Run the loader's phases over ``directory`` (Kafka's LogLoader). With remote storage
+    enabled the log start offset stays where it was checkpointed, below the local segments."""
     state = ProducerStateManager(directory, producer_state_config)
     result = LoadResult(LogSegments(), state, log_start_offset, recovery_point, log_start_offset)
     loader = _Loader(directory, config, clock, epochs, rng, result, log_start_offset)
     try:
-        return _run_phases(loader, had_clean_shutdown, recovery_point, log_start_offset)
+        return _run_phases(
+            loader, had_clean_shutdown, recovery_point, log_start_offset, remote_log_enabled
+        )
     except BaseException:
         for seg in list(result.segments):  # a failed open holds no descriptor
             seg.close_handlers()
@@ -325,7 +329,11 @@ def load(
 
 
 def _run_phases(
-    loader: _Loader, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int
+    loader: _Loader,
+    had_clean_shutdown: bool,
+    recovery_point: int,
+    log_start_offset: int,
+    remote_log_enabled: bool,
 ) -> LoadResult:
     result, config, clock, epochs = loader.result, loader.config, loader.clock, loader.epochs
     state = result.producer_state
@@ -342,7 +350,9 @@ def _run_phases(
     result.recovery_point = next_offset if had_clean_shutdown else min(recovery_point, next_offset)
     active.resize_indexes(config.segment_index_bytes)
     epochs.truncate_from_end(next_offset)
-    result.log_start_offset = max(log_start_offset, first.base_offset)
+    result.log_start_offset = (
+        log_start_offset if remote_log_enabled else max(log_start_offset, first.base_offset)
+    )
     epochs.truncate_from_start(result.log_start_offset)
     # recovery's private producer states wrote snapshots this one has not seen
     state.remove_stray_snapshots(segments.base_offsets)

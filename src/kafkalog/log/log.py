@@ -4,8 +4,9 @@ Why: the object users hold. It owns the log start offset, high watermark and las
 (Watermarks), producer state and leader epochs, and composes the parts that do the work: the
 LocalLog (segments, log end, recovery point, roll, flush, truncation), a LogAppender (every
 append, under the log lock), a LogReader (every read, without it) and a CleanableLog (what the
-cleaner may touch). Refuses: retention and compaction policy (LogManager and the cleaner decide
-those), and serving anything outside [log start, log end].
+cleaner may touch), and with tiered storage (KIP-405) its Tiering. Refuses: retention and
+compaction policy (LogManager and the cleaner decide those), copying to remote storage, and
+serving anything outside [log start, log end].
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kafkalog.log.producer_state_manager import (
 from kafkalog.log.read_path import LogReader
 from kafkalog.log.retention_pass import RetentionPass
 from kafkalog.log.standalone import StandaloneState
+from kafkalog.log.tiering import Tiering
 from kafkalog.log.watermarks import Watermarks
 from kafkalog.log.write_path import Buffer, LogAppender
 from kafkalog.records import MemoryRecords, Record
@@ -73,8 +75,10 @@ class Log:
         standalone: StandaloneState | None,
         rng: random.Random,
         locks: tuple[DirectoryLock, ...] = (),
+        remote: bool = False,
     ) -> None:
         self._locks = locks
+        self._tiering = Tiering(directory.name, remote, lambda: self.config, lambda: epochs.entries)
         self._epochs = epochs
         self._producer_state = loaded.producer_state
         self._load_result = loaded
@@ -95,7 +99,9 @@ class Log:
             self.roll,
             self.flush,
         )
-        self._reader = LogReader(self._local, self._marks, epochs, lambda: self._closed)
+        self._reader = LogReader(
+            self._local, self._marks, epochs, lambda: self._closed, self._tiering.state
+        )
         self._cleanable = CleanableLog(
             self._local, self._producer_state, self._lock, self._check_open
         )
@@ -107,6 +113,7 @@ class Log:
             self._check_open,
             self.roll,
             self._increment_start_offset,
+            self._tiering.copied_offset_bounding_retention,
         )
 
     @classmethod
@@ -122,6 +129,7 @@ class Log:
         rng: random.Random | None = None,
         producer_state_config: ProducerStateConfig | None = None,
         log_dir_locked: bool = False,
+        remote_storage_system_enable: bool = False,
     ) -> Log:
         """Create the partition directory, or load and (after a crash) recover it.
 
@@ -131,6 +139,9 @@ class Log:
         The Log locks its partition directory until it is closed, and, unless the caller holds
         it already (``log_dir_locked``, a LogManager), takes the enclosing log directory's lock
         shared: a second writer, in this process or another, gets LogDirectoryLockedError.
+
+        ``remote_storage_system_enable``: the broker's ``remote.log.storage.system.enable``
+        (False for an internal topic); see ``Tiering.enabled``.
         """
         directory = Path(directory)
         for name, value in (
@@ -165,8 +176,10 @@ class Log:
                 log_start_offset=log_start_offset or 0,
                 rng=rng,
                 producer_state_config=producer_state_config,
+                remote_log_enabled=remote_storage_system_enable and config.remote_storage_enable,
             )
-            log = cls(directory, config, clock, loaded, epochs, standalone, rng, locks)
+            remote = remote_storage_system_enable
+            log = cls(directory, config, clock, loaded, epochs, standalone, rng, locks, remote)
             if standalone is not None:
                 standalone.save(log.recovery_point, log.log_start_offset)
             return log
@@ -239,6 +252,16 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._marks.log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """Kafka's localLogStartOffset: below it, records are read from remote storage."""
+        return self._reader.local_log_start_offset()
+
+    @property
+    def tiering(self) -> Tiering:
+        """The log's remote side (KIP-405), which the remote log manager sets."""
+        return self._tiering
 
     @property
     def log_end_offset(self) -> int:
@@ -513,7 +536,7 @@ class Log:
         each recovery-point checkpoint, so a snapshot per roll does not pile up). Returns the
         lowest offset kept."""
         with self._lock:
-            keep = self._local.lowest_offset_recovery_may_need()
+            keep = self._tiering.snapshots_kept_from(self._local.lowest_offset_recovery_may_need())
             self._producer_state.delete_snapshots_before(keep)
             return keep
 

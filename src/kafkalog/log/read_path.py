@@ -3,14 +3,15 @@ timestamp and ListOffsets lookups (Kafka's UnifiedLog.read, fetchOffsetByTimesta
 
 Why: reads never take the log lock; they work from the segment list's snapshot and the offsets
 the writer publishes (LocalLog, Watermarks), so the reader holds only those and the leader
-epoch cache, and cannot change any of them.
+epoch cache, and cannot change any of them. Below the local log start offset (tiered storage,
+KIP-405) it reads the partition's remote tier, so a caller never knows where records live.
 Refuses: any mutation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kafkalog.errors import InvalidArgumentError, LogClosedError, OffsetOutOfRangeError
 from kafkalog.log.leader_epoch import LeaderEpochCache
@@ -24,7 +25,7 @@ from kafkalog.records import (
     committed_records,
 )
 from kafkalog.storage.file_records import TimestampAndOffset
-from kafkalog.storage.segment import FetchDataInfo, LogSegment
+from kafkalog.storage.segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from kafkalog.types import (
     INT32_MAX,
     INT64_MAX,
@@ -35,9 +36,15 @@ from kafkalog.types import (
     check_offset,
 )
 
+if TYPE_CHECKING:  # the tier's module loads pyarrow's filesystems: only a tiered log needs it
+    from kafkalog.tiered.remote_tier import RemoteTier
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
 MAX_READ_RETRIES = 8
 T = TypeVar("T")
 
@@ -52,11 +59,22 @@ class LogReader:
         watermarks: Watermarks,
         epochs: LeaderEpochCache,
         is_closed: Callable[[], bool],
+        remote: Callable[[], tuple[RemoteTier | None, int] | None] = lambda: None,
     ) -> None:
         self._local = local
         self._watermarks = watermarks
         self._epochs = epochs
         self._is_closed = is_closed
+        # (the remote tier if attached, the highest offset it holds) when remote storage is
+        # enabled for the log, else None
+        self._remote = remote
+
+    def local_log_start_offset(self) -> int:
+        """Where local segments start (Kafka's localLogStartOffset): the log start offset
+        unless retention deleted local segments that remote storage holds."""
+        first = self._local.segments.first_segment()
+        start = self._watermarks.log_start_offset
+        return start if first is None else max(start, first.base_offset)
 
     def _retrying(self, read: Callable[[], T]) -> T:
         """Run a lock-free read again if a segment it had chosen was closed under it (deleted by
@@ -112,6 +130,9 @@ class LogReader:
                 f"{local.directory.name}"
             )
         committed = isolation is IsolationLevel.READ_COMMITTED
+        remote = self._remote()
+        if remote is not None and start_offset < self.local_log_start_offset():
+            return self._read_remote(remote, start_offset, max_bytes, min_one_message, committed)
         upper = marks.last_stable_offset_metadata() if committed else marks.high_watermark_metadata
         if max_offset is not None and max_offset < upper.message_offset:
             upper = local.offset_metadata(max(max_offset, start_offset))
@@ -135,6 +156,44 @@ class LogReader:
             info.first_entry_incomplete,
             self._aborted_transactions(start_offset, seg, info),
         )
+
+    def _read_remote(
+        self,
+        remote: tuple[RemoteTier | None, int],
+        start_offset: int,
+        max_bytes: int,
+        min_one_message: bool,
+        committed: bool,
+    ) -> FetchDataInfo:
+        """A read below the local log start offset, from the remote segment holding it (Kafka's
+        RemoteLogManager.read); OffsetOutOfRangeError when no finished copy holds it."""
+        tier = remote[0]
+        epoch = self._epochs.epoch_for_offset(start_offset)
+        found = None
+        if tier is not None and epoch is not None:
+            found = tier.read(start_offset, epoch, max_bytes, min_one_message)
+        if found is None:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self._local.directory.name} is below the local log "
+                f"start offset {self.local_log_start_offset()} and in no remote segment"
+            )
+        assert tier is not None
+        records = found.records
+        meta = LogOffsetMetadata(start_offset, found.segment.start_offset, records.position)
+        if not committed:
+            return FetchDataInfo(meta, records)
+        upper = tier.fetch_upper_bound(found)
+        aborted, complete = tier.aborted_transactions(
+            start_offset, upper, self._epochs.epoch_for_offset
+        )
+        txns = [AbortedTransaction(t.producer_id, t.first_offset) for t in aborted]
+        if not complete:  # the rest are in local segments' indexes
+            first = self._local.segments.first_segment()
+            txns += [
+                AbortedTransaction(t.producer_id, t.first_offset)
+                for t in self._local.collect_aborted_transactions(start_offset, upper, first)
+            ]
+        return FetchDataInfo(meta, records, aborted_transactions=txns)
 
     def _aborted_transactions(
         self, start_offset: int, seg: LogSegment, info: FetchDataInfo
@@ -197,6 +256,13 @@ class LogReader:
     def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         if timestamp < 0:
             return self._list_offsets(timestamp, None)
+        remote = self._remote()
+        if remote is not None and remote[0] is not None:  # remote segments first, as Kafka
+            found = remote[0].offset_for_timestamp(
+                timestamp, self._watermarks.log_start_offset, self._epochs.epoch_for_offset
+            )
+            if found is not None:
+                return found
         for seg in self._local.segments:
             if seg.largest_timestamp() >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self._watermarks.log_start_offset)
@@ -207,19 +273,50 @@ class LogReader:
     def list_offsets(
         self, target: int, isolation: IsolationLevel | None = None
     ) -> TimestampAndOffset | None:
-        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, or a timestamp >= 0.
+        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, -4 earliest local, -5 latest
+        tiered, -6 earliest pending upload, or a timestamp >= 0.
 
         LATEST is the log end offset, or with an isolation level what a consumer of that level
-        may read: the high watermark (READ_UNCOMMITTED) or the last stable offset."""
-        check_int("timestamp", target, -3, INT64_MAX)
+        may read: the high watermark (READ_UNCOMMITTED) or the last stable offset. The tiered
+        specs are Kafka's UnifiedLog.fetchOffsetByTimestamp's: -4 is the local log start
+        offset, -5 the highest offset in remote storage, -6 the first offset not yet copied;
+        without remote storage -4 is the log start offset and -5 and -6 are offset -1."""
+        check_int("timestamp", target, EARLIEST_PENDING_UPLOAD_TIMESTAMP, INT64_MAX)
         check_isolation(isolation)
         return self._retrying(lambda: self._list_offsets(target, isolation))
+
+    def _tiered_offset(
+        self, target: int, remote: tuple[RemoteTier | None, int] | None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets -5 and -6 (Kafka's UnifiedLog.fetchOffsetByTimestamp and
+        fetchEarliestPendingUploadOffset)."""
+        if remote is None:
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+        highest, epoch_for = remote[1], self._epochs.epoch_for_offset
+        if target == LATEST_TIERED_TIMESTAMP:
+            epoch = epoch_for(highest)
+            return TimestampAndOffset(NO_TIMESTAMP, highest, -1 if highest == -1 else epoch)
+        log_start = self._watermarks.log_start_offset
+        if highest == -1:
+            if self.local_log_start_offset() == log_start:  # nothing copied yet
+                return self._list_offsets(EARLIEST_TIMESTAMP, None)
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # copies not known yet
+        pending = max(highest + 1, log_start)
+        return TimestampAndOffset(NO_TIMESTAMP, pending, epoch_for(pending))
 
     def _list_offsets(
         self, target: int, isolation: IsolationLevel | None
     ) -> TimestampAndOffset | None:
         marks = self._watermarks
-        if target == EARLIEST_TIMESTAMP:
+        remote = self._remote()
+        if target == EARLIEST_LOCAL_TIMESTAMP and remote is not None:
+            local_start = self.local_log_start_offset()
+            return TimestampAndOffset(
+                NO_TIMESTAMP, local_start, self._epochs.epoch_for_offset(local_start)
+            )
+        if target in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return self._tiered_offset(target, remote)
+        if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             first = self._epochs.earliest()
             epoch = first[0] if first and first[1] <= marks.log_start_offset else None
             return TimestampAndOffset(NO_TIMESTAMP, marks.log_start_offset, epoch)

@@ -3,8 +3,11 @@
 Why: which segments retention may take is a pure rule (``retention``); carrying it out is a
 change of the log under its lock -- a roll when every segment goes, the segments and their
 producer snapshots scheduled for deletion, the log start offset moved up -- that the Log
-delegates here rather than carry beside appends and reads. Refuses: deciding policy (the
-rule's functions do) and compaction (the cleaner's).
+delegates here rather than carry beside appends and reads. With tiered storage (KIP-405) the
+pass keeps ``local.retention.*`` instead, never deletes a segment remote storage does not hold
+whole, and moves only the local log start offset: the records stay readable from the remote
+copy, and the remote log manager applies ``retention.*`` to the whole log.
+Refuses: deciding policy (the rule's functions do) and compaction (the cleaner's).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class RetentionPass:
         check_open: Callable[[], None],
         roll: Callable[[], LogSegment],
         increment_start_offset: Callable[[int], bool],
+        highest_remote_offset: Callable[[], int | None] = lambda: None,
     ) -> None:
         self._local = local
         self._marks = marks
@@ -42,6 +46,8 @@ class RetentionPass:
         self._check_open = check_open
         self._roll = roll
         self._increment_start_offset = increment_start_offset
+        # the highest offset remote storage holds when local retention applies, else None
+        self._highest_remote_offset = highest_remote_offset
 
     def run(self, delete_policy: bool) -> int:
         """Segments wholly below the log start offset always go; with ``cleanup.policy``
@@ -59,12 +65,18 @@ class RetentionPass:
             local, marks = self._local, self._marks
             segments = list(local.segments)
             views = [SegmentView(s.base_offset, s.size, s.largest_timestamp()) for s in segments]
+            remote = self._highest_remote_offset()
+            config = local.config
             predicate = breach_predicate(
                 reason,
                 views,
                 log_start_offset=marks.log_start_offset,
-                retention_bytes=local.config.retention_bytes,
-                retention_ms=local.config.retention_ms,
+                retention_bytes=local_retention(
+                    config.retention_bytes, config.local_retention_bytes, remote
+                ),
+                retention_ms=local_retention(
+                    config.retention_ms, config.local_retention_ms, remote
+                ),
                 now=local.clock.milliseconds(),
             )
             if predicate is None:
@@ -75,6 +87,10 @@ class RetentionPass:
                 high_watermark=marks.high_watermark,
                 log_end_offset=local.log_end_offset,
             )
+            if remote is not None:  # only what remote storage holds whole (Kafka's
+                # isSegmentTieredToRemoteStorage: the segment's last offset is copied)
+                uppers = [v.base_offset for v in views[1:]] + [local.log_end_offset]
+                count = next((i for i in range(count) if uppers[i] - 1 > remote), count)
             if count == 0:
                 return 0
             doomed = segments[:count]
@@ -89,12 +105,24 @@ class RetentionPass:
                     local.schedule_file_deletion(snapshot)
             first = local.segments.first_segment()
             assert first is not None
-            self._increment_start_offset(first.base_offset)
+            if remote is None:
+                self._increment_start_offset(first.base_offset)
+            else:  # the records stay readable remotely: the log start offset stays
+                local.raise_recovery_point(first.base_offset)
             logger.info(
-                "deleted %d segment(s) of %s (%s); log start offset %d",
+                "deleted %d segment(s) of %s (%s); log start offset %d, local from %d",
                 count,
                 local.directory.name,
                 reason.value,
                 marks.log_start_offset,
+                first.base_offset,
             )
             return count
+
+
+def local_retention(total: int, local: int, highest_remote_offset: int | None) -> int:
+    """Kafka's UnifiedLog.localRetentionMs/Size: with a remote copy, ``local.retention.*``
+    (-2 means the total's value); without, the total."""
+    if highest_remote_offset is None or local == -2:
+        return total
+    return local
