@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from s3_server import S3Server
+
 settings.register_profile(
     "kafkalog",
     derandomize=True,
@@ -146,3 +148,14 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (d / f"{name}.crt").read_text() + (d / f"{name}.key").read_text()
         )
     return d
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server in its own process, shared by the tiered storage tests."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kafkalog-test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kafkalog-test")
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    yield server
+    server.stop()

@@ -6,18 +6,12 @@ real S3-compatible server in its own process (moto's server)."""
 
 from __future__ import annotations
 
-import os
 import random
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kafka_oracle import free_port
 from kafkalog import Log, LogConfig, Record
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError, RemoteResourceNotFoundError
 from kafkalog.records.remote_log_metadata import (
@@ -26,53 +20,11 @@ from kafkalog.records.remote_log_metadata import (
     TopicIdPartition,
 )
 from kafkalog.tiered.remote_store import IndexType, LogSegmentData, RemoteLogStore
+from s3_server import S3Server
 
 pytestmark = pytest.mark.one_codec  # files are copied as bytes: the codec is not involved
 
 TP = TopicIdPartition("3JPMkBTsTzGbV7ZVXmQGrg", "orders.eu", 3)
-
-
-class S3Server:
-    """moto's S3 server as a separate process on loopback."""
-
-    def __init__(self, root: Path) -> None:
-        self.port = free_port()
-        self.log = (root / "moto.log").open("wb")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("moto's S3 server did not listen in 60 s")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def uri(self, bucket: str) -> str:
-        return (
-            f"s3://{bucket}/tiered?endpoint_override=127.0.0.1:{self.port}&scheme=http"
-            "&region=us-east-1&allow_bucket_creation=true"
-        )
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kafkalog-test")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kafkalog-test")
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    server.start()
-    yield server
-    server.stop()
 
 
 _BUCKETS = iter(range(10**6))

@@ -15,6 +15,7 @@ from typing import Any
 from kafkalog.cleaner.config import CLEANER_CONFIG, CleanerConfig
 from kafkalog.config_def import ConfigDef, Type, at_least, define
 from kafkalog.log.producer_state_manager import PRODUCER_STATE_CONFIG, ProducerStateConfig
+from kafkalog.manager.remote_log_config import REMOTE_LOG_MANAGER_CONFIG, RemoteLogManagerConfig
 from kafkalog.types import INT64_MAX
 
 LONG = Type.LONG
@@ -65,15 +66,18 @@ class ManagerConfig:
     )  # fmt: skip
     producer_state: ProducerStateConfig = field(default_factory=ProducerStateConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    remote: RemoteLogManagerConfig = field(default_factory=RemoteLogManagerConfig)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any] | None = None) -> ManagerConfig:
         """Build from Kafka broker keys (``log.retention.check.interval.ms``, ...); the
-        ``log.cleaner.*`` and producer-state keys go to their own configs."""
-        own, producer, cleaner = {}, {}, {}
+        ``log.cleaner.*``, producer-state and tiered storage keys go to their own configs."""
+        own, producer, cleaner, remote = {}, {}, {}, {}
         for key, value in (props or {}).items():
             if key in CLEANER_CONFIG.keys:
                 cleaner[key] = value
+            elif key in REMOTE_LOG_MANAGER_CONFIG.keys:
+                remote[key] = value
             elif key in PRODUCER_STATE_CONFIG.keys:
                 producer[key] = value
             else:
@@ -82,6 +86,9 @@ class ManagerConfig:
             **MANAGER_CONFIG.parse(own, unknown="unknown broker config name for the log manager"),
             producer_state=ProducerStateConfig.from_properties(producer),
             cleaner=CleanerConfig.from_properties(cleaner),
+            remote=RemoteLogManagerConfig(
+                **REMOTE_LOG_MANAGER_CONFIG.parse(remote, unknown="unknown tiered storage config")
+            ),
         )
 
 

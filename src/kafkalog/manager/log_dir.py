@@ -100,11 +100,12 @@ class LogDirectory:
 
     def checkpoint_log_start_offsets(self, logs: Sequence[tuple[TopicPartition, Log]]) -> None:
         """Write the log start offsets of this directory's ``logs``, each only above its first
-        segment's base, as Kafka keeps it (Kafka's checkpointLogStartOffsets)."""
+        segment's base, or always for a remote-enabled log (whose log start offset is below
+        its local segments), as Kafka keeps it (Kafka's checkpointLogStartOffsetsInDir)."""
         starts = {
             tp: log.log_start_offset
             for tp, log in logs
-            if log.log_start_offset > log.segments.base_offsets[0]
+            if log.tiering.enabled or log.log_start_offset > log.segments.base_offsets[0]
         }
         self.log_start_offsets.write({**self._unopened[1], **starts})
 

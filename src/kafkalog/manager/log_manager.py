@@ -49,6 +49,7 @@ from kafkalog.types import (
     INT32_MAX,
     TopicPartition,
     check_int,
+    is_internal_topic,
 )
 
 logger = logging.getLogger("kafkalog.manager")
@@ -222,6 +223,9 @@ class LogManager(RunTimeConfigs, TopicCreator):
             had_clean_shutdown=clean,
             producer_state_config=self.config.producer_state,
             log_dir_locked=True,
+            # Kafka's UnifiedLog.remoteLogEnabled: never an internal topic
+            remote_storage_system_enable=self.config.remote.remote_log_storage_system_enable
+            and not is_internal_topic(tp.topic),
         )
 
     def _schedule_tasks(self) -> None:

@@ -35,6 +35,7 @@ from kafkalog.config_def import (
 from kafkalog.log.config import TOPIC_CONFIG, LogConfig
 from kafkalog.log.producer_state_manager import PRODUCER_STATE_CONFIG
 from kafkalog.manager.config import MANAGER_CONFIG, ManagerConfig
+from kafkalog.manager.remote_log_config import REMOTE_LOG_MANAGER_CONFIG
 
 logger = logging.getLogger("kafkalog.manager")
 
@@ -334,6 +335,7 @@ class ServerConfig:
                 key in MANAGER_CONFIG.keys
                 or key in CLEANER_CONFIG.keys
                 or key in PRODUCER_STATE_CONFIG.keys
+                or key in REMOTE_LOG_MANAGER_CONFIG.keys
             ):
                 manager[key] = value
             elif key not in _SYNONYMS and not key.startswith(_SECURITY_PREFIXES):
