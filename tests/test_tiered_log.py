@@ -21,7 +21,7 @@ from kafkalog.log.producer_batches import ProducerFields
 from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.remote_log_manager import METADATA_TOPIC, RemoteLogManager
-from kafkalog.records.remote_log_metadata import RemoteLogSegmentState, decode
+from kafkalog.records.remote_log_metadata import RemoteLogSegmentState, TopicIdPartition, decode
 from kafkalog.tiered.remote_store import RemoteLogStore
 from kafkalog.types import IsolationLevel
 from s3_server import S3Server
@@ -283,3 +283,47 @@ def test_the_broker_config_makes_a_scheduled_remote_log_manager(tmp_path: Path) 
         pytest.raises(InvalidConfigError, match=r"remote\.log\.storage\.system\.enable"),
     ):
         RemoteLogManager.from_config(manager)
+
+
+def test_kafkas_config_rules_for_tiered_topics(tmp_path: Path, store_uri: str) -> None:
+    clock = ManualClock()
+    off = ManagerConfig.from_properties({"remote.log.storage.system.enable": "false"})
+    with (
+        LogManager(tmp_path / "off", clock=clock, config=off) as manager,
+        pytest.raises(InvalidConfigError, match="Tiered Storage functionality is disabled"),
+    ):
+        manager.create_topic("orders", 1, {"remote.storage.enable": "true"})
+    with LogManager(tmp_path / "logs", clock=clock, config=ENABLED) as manager:
+        refused = [
+            ({"cleanup.policy": "compact"}, "only supports topics with cleanup.policy=delete"),
+            ({"retention.bytes": "1000", "local.retention.bytes": "2000"}, "must not be more"),
+            ({"retention.ms": "1000", "local.retention.ms": "-1"}, "must not be -1"),
+            (
+                {"remote.log.copy.disable": "true", "local.retention.ms": "5", "retention.ms": "9"},
+                "must be set to the identical value",
+            ),
+        ]
+        for overrides, message in refused:
+            with pytest.raises(InvalidConfigError, match=message):
+                manager.create_topic("orders", 1, {"remote.storage.enable": "true", **overrides})
+        manager.create_topic("orders", 1, TOPIC_CONFIG)
+        log = manager.get_log("orders", 0)
+        _fill([log], clock, seed=7)
+        rlm = RemoteLogManager(manager, RemoteLogStore.from_uri(store_uri), clock=clock)
+        rlm.run_once()
+        assert log.local_log_start_offset > 0 and log.log_start_offset == 0
+        no_copy = {**TOPIC_CONFIG, "remote.storage.enable": "false"}
+        with pytest.raises(InvalidConfigError, match="without deleting remote data"):
+            manager.alter_topic_config("orders", no_copy)
+        manager.alter_topic_config("orders", {**no_copy, "remote.log.delete.on.disable": "true"})
+        rlm.run_once()  # the remote data goes; the log starts where its local segments do
+        assert log.log_start_offset == log.local_log_start_offset > 0
+        assert rlm.tier("orders", 0) is None
+        assert list(RemoteLogStore.from_uri(store_uri).object_sets(log_tip(manager))) == []
+        assert log.read_records(log.log_start_offset)[0].offset == log.log_start_offset
+
+
+def log_tip(manager: LogManager) -> TopicIdPartition:
+    topic_id = manager.topic_id("orders")
+    assert topic_id is not None
+    return TopicIdPartition(topic_id, "orders", 0)

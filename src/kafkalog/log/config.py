@@ -193,13 +193,22 @@ class LogConfig:
         "Tiered storage: local size limit; -2: retention.bytes.", at_least(-2),
     )  # fmt: skip
     remote_storage_enable: bool = define(
-        "remote.storage.enable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+        "remote.storage.enable",
+        BOOLEAN,
+        False,
+        "Tiered storage: copy closed segments to remote storage (the broker must allow it).",
     )
     remote_log_copy_disable: bool = define(
-        "remote.log.copy.disable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+        "remote.log.copy.disable",
+        BOOLEAN,
+        False,
+        "Tiered storage: stop copying, keep what is remote readable.",
     )
     remote_log_delete_on_disable: bool = define(
-        "remote.log.delete.on.disable", BOOLEAN, False, "Tiered storage (kept, not acted on)."
+        "remote.log.delete.on.disable",
+        BOOLEAN,
+        False,
+        "Tiered storage: turning remote.storage.enable off deletes the remote data.",
     )
     unclean_leader_election_enable: bool = define(
         "unclean.leader.election.enable", BOOLEAN, False, "Replication (kept, not acted on)."
@@ -327,3 +336,55 @@ class LogConfig:
 
 
 TOPIC_CONFIG = ConfigDef.of(LogConfig)
+
+
+def check_remote_storage(config: LogConfig, *, system_enable: bool, was_enabled: bool) -> None:
+    """Kafka's LogConfig.validateTopicLogConfigValues for tiered storage: a topic tiers only
+    where the broker allows it, only with ``cleanup.policy=delete``, with local retention
+    within the total; turning it off needs ``remote.log.delete.on.disable``; with copies
+    disabled, local retention is the total's. Messages are Kafka's."""
+    if not config.remote_storage_enable:
+        if was_enabled and not config.remote_log_delete_on_disable:
+            raise InvalidConfigError(
+                "remote.storage.enable",
+                "It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                "disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`.",
+            )
+        return
+    if not system_enable:
+        raise InvalidConfigError(
+            "remote.storage.enable",
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage.",
+        )
+    if config.cleanup_policy and config.cleanup_policy != frozenset({"delete"}):
+        raise InvalidConfigError(
+            "cleanup.policy",
+            "Remote log storage only supports topics with cleanup.policy=delete or "
+            "cleanup.policy being an empty list.",
+        )
+    for name, total, local in (
+        ("bytes", config.retention_bytes, config.local_retention_bytes),
+        ("ms", config.retention_ms, config.local_retention_ms),
+    ):
+        if total > -1 and local != -2:
+            if local == -1:
+                raise InvalidConfigError(
+                    f"local.retention.{name}",
+                    f"Value must not be -1 as retention.{name} value is set as {total}.",
+                )
+            if local > total:
+                raise InvalidConfigError(
+                    f"local.retention.{name}",
+                    f"Value must not be more than retention.{name} property value: {total}",
+                )
+        if config.remote_log_copy_disable and local not in (-2, total):
+            raise InvalidConfigError(
+                f"local.retention.{name}",
+                f"When `remote.log.copy.disable` is set to true, the `local.retention.{name}` "
+                f"and `retention.{name}` must be set to the identical value because there will "
+                "be no more logs copied to the remote storage.",
+            )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkalog.errors import UnknownTopicOrPartitionError
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, check_remote_storage
 from kafkalog.manager.config_ops import AlterConfigOp, altered, as_ops
 from kafkalog.manager.kraft_configs import KRaftConfigs
 from kafkalog.manager.manager_part import ManagerPart
@@ -102,6 +102,11 @@ class RunTimeConfigs(ManagerPart):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             current = self._topic_configs.get(topic, {})
             new = altered(current, as_ops(updates), self.default_config, replace=replace)
+            check_remote_storage(
+                LogConfig.from_properties(new, defaults=self.default_config),
+                system_enable=self.config.remote.remote_log_storage_system_enable,
+                was_enabled=self.topic_config(topic).remote_storage_enable,
+            )
             if validate_only or new == current:
                 return new
             self._topic_configs[topic] = new

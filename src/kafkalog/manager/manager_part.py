@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
+from kafkalog.manager.config import ManagerConfig
 from kafkalog.manager.log_dir import LogDirectory
 from kafkalog.manager.offline_dirs import OfflineLogDirs
 from kafkalog.types import TopicPartition
@@ -27,6 +28,7 @@ class ManagerPart:
     _dirs: list[LogDirectory]
     _topic_configs: dict[str, dict[str, str]]
     default_config: LogConfig
+    config: ManagerConfig
 
     if TYPE_CHECKING:  # LogManager's own
 

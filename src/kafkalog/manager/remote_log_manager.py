@@ -220,6 +220,10 @@ class RemoteLogManager:
         copied = 0
         with self._lock:
             self._attach_new_logs()
+            try:
+                self._stop_disabled()
+            except (KafkaStorageError, OSError) as err:
+                logger.warning("deleting remote data of disabled topics stopped: %s", err)
             for tip, log in self._remote_logs():
                 tier = self._tiers.get(tip)
                 if tier is None or log.closed:
@@ -233,6 +237,27 @@ class RemoteLogManager:
                     logger.warning("remote storage pass of %s stopped: %s", tip, err)
                 log.delete_old_segments()
         return copied
+
+    def _stop_disabled(self) -> None:
+        """Tiers of logs whose ``remote.storage.enable`` was turned off (with
+        ``remote.log.delete.on.disable``, as KIP-950 requires): the log start offset moves to
+        the local segments, then every remote segment of the partition is deleted."""
+        enabled = {tip for tip, _log in self._remote_logs()}
+        for tip in [t for t in self._tiers if t not in enabled]:
+            tier = self._tiers[tip]
+            try:
+                log = self._logs.get_log(tip.topic, tip.partition)
+            except KafkaLogError:
+                log = None  # the topic is gone; its remote data is orphaned, left to a sweep
+            if log is not None and not log.closed:
+                local_start = log.local_log_start_offset
+                if local_start > log.log_start_offset:
+                    log.maybe_increment_log_start_offset(min(local_start, log.high_watermark))
+                    self._logs.run_log_start_offset_checkpoint()
+                for metadata in tier.segments(None):
+                    self._delete_segment(tier, metadata)
+            del self._tiers[tip]
+            logger.info("remote storage of %s turned off; its remote data deleted", tip)
 
     def _attach_new_logs(self) -> None:
         for tip, log in self._remote_logs():

@@ -25,7 +25,7 @@ from kafkalog.errors import (
     KafkaLogError,
     TopicExistsError,
 )
-from kafkalog.log.config import LogConfig
+from kafkalog.log.config import LogConfig, check_remote_storage
 from kafkalog.manager.log_dir import partitions
 from kafkalog.storage import filenames as fn
 from kafkalog.storage.atomic import fsync_together
@@ -74,10 +74,12 @@ def new_topic(
     return new
 
 
-def check_new_topic(new: NewTopic, defaults: LogConfig) -> None:
+def check_new_topic(
+    new: NewTopic, defaults: LogConfig, *, remote_storage_system_enable: bool | None = None
+) -> None:
     """Raise, before anything is written, if ``new`` could not be created: its name as Kafka
     checks a new topic's, its partition count, its topic ID (a Uuid, not one Kafka reserves),
-    its overrides over ``defaults``."""
+    its overrides over ``defaults``, and (given the broker's switch) tiered storage's rules."""
     validate_new_topic_name(new.name)
     uuid_bytes(new.topic_id)
     if new.topic_id in RESERVED_UUIDS:
@@ -87,7 +89,9 @@ def check_new_topic(new: NewTopic, defaults: LogConfig) -> None:
         raise InvalidConfigError("partitions", f"must be an int >= 1, not {count!r}")
     if count > MAX_PARTITIONS:
         raise InvalidConfigError("partitions", f"at most {MAX_PARTITIONS}, not {count}")
-    LogConfig.from_properties(dict(new.overrides), defaults=defaults)
+    config = LogConfig.from_properties(dict(new.overrides), defaults=defaults)
+    if remote_storage_system_enable is not None:
+        check_remote_storage(config, system_enable=remote_storage_system_enable, was_enabled=False)
 
 
 def refuse_creating(

@@ -93,7 +93,11 @@ class TopicCreator(ManagerPart):
         if len(set(names)) != len(names):
             raise InvalidArgumentError(f"a topic is named twice in {names}")
         for new in topics:
-            check_new_topic(new, self.default_config)
+            check_new_topic(
+                new,
+                self.default_config,
+                remote_storage_system_enable=self.config.remote.remote_log_storage_system_enable,
+            )
         with self._lock:
             self._check_open()
             on_disk = [*self._logs, *self._unopened, *self._offline.partitions]
