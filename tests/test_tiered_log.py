@@ -271,11 +271,11 @@ def test_the_broker_config_makes_a_scheduled_remote_log_manager(tmp_path: Path) 
         log = manager.get_log("orders", 0)
         _fill([log], clock, seed=6)
         clock.advance(1)
-        RemoteLogManager.from_config(manager, clock=clock)
-        manager.scheduler.tick()
+        rlm = RemoteLogManager.from_config(manager, clock=clock)
+        rlm.scheduler.tick()
         assert log.tiering.highest_offset == -1  # not due yet
         clock.advance(5000)
-        assert "remote-log-manager" in manager.scheduler.tick()
+        assert "remote-log-manager" in rlm.scheduler.tick()
         assert log.tiering.highest_offset > 0 and log.local_log_start_offset > 0
     off = ManagerConfig.from_properties({"remote.log.storage.system.enable": "false"})
     with (

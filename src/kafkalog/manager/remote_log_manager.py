@@ -30,6 +30,7 @@ from kafkalog.errors import InvalidConfigError, KafkaLogError, KafkaStorageError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.remote_log_config import RemoteLogManagerConfig
+from kafkalog.manager.scheduler import Scheduler
 from kafkalog.records import Record
 from kafkalog.records.remote_log_metadata import (
     RemoteLogMetadata,
@@ -115,6 +116,7 @@ class RemoteLogManager:
         self._tiers: dict[TopicIdPartition, RemoteTier] = {}
         self._copying: set[RemoteLogSegmentId] = set()
         self._metadata_partitions = self.config.remote_log_metadata_topic_num_partitions
+        self.scheduler = Scheduler(self._clock)
         self._load()
 
     @classmethod
@@ -122,8 +124,10 @@ class RemoteLogManager:
         cls, log_manager: LogManager, *, broker_id: int = 0, clock: Clock | None = None
     ) -> RemoteLogManager:
         """The remote log manager the log manager's broker config describes: the store at
-        ``rsm.config.kafkalog.store.uri``, and a pass scheduled on the log manager's scheduler
-        every ``remote.log.manager.task.interval.ms``."""
+        ``rsm.config.kafkalog.store.uri``, and a pass every
+        ``remote.log.manager.task.interval.ms`` on its own scheduler (a copy of a large
+        segment must not hold up the log manager's flushes and checkpoints); ``start`` runs
+        it on a thread, ``scheduler.tick`` when the caller drives the clock."""
         config = log_manager.config.remote
         if not config.remote_log_storage_system_enable:
             raise InvalidConfigError("remote.log.storage.system.enable", "tiered storage is off")
@@ -136,10 +140,19 @@ class RemoteLogManager:
             log_manager, store, config, broker_id=broker_id, clock=clock or log_manager.clock
         )
         interval = config.remote_log_manager_task_interval_ms
-        log_manager.scheduler.schedule(
+        manager.scheduler.schedule(
             "remote-log-manager", manager.run_once, period_ms=interval, delay_ms=interval
         )
         return manager
+
+    def start(self) -> None:
+        """Run the scheduled passes on a thread of their own."""
+        self.scheduler.start()
+
+    def close(self) -> None:
+        """Stop the passes (a pass under way finishes first); the logs stay the log
+        manager's to close."""
+        self.scheduler.shutdown()
 
     # --- metadata ---------------------------------------------------------------------------
 

@@ -153,7 +153,7 @@ _W, _L = RunsOn.WORKER, RunsOn.LOOP
 API_TABLE: tuple[Api, ...] = (
     Api(ApiKey.PRODUCE, (3, 12), _W, handle_produce),
     Api(ApiKey.FETCH, (4, 12), RunsOn.PURGATORY),
-    Api(ApiKey.LIST_OFFSETS, (1, 7), _W, handle_list_offsets),
+    Api(ApiKey.LIST_OFFSETS, (1, 11), _W, handle_list_offsets),
     Api(ApiKey.METADATA, (0, 12), _W, handle_metadata),
     Api(ApiKey.API_VERSIONS, (0, 4), _W, handle_api_versions),
     Api(ApiKey.CREATE_TOPICS, (2, 7), _W, handle_create_topics),

@@ -69,7 +69,15 @@ def _isolation(level: int) -> IsolationLevel:
     return IsolationLevel.READ_COMMITTED if level == 1 else IsolationLevel.READ_UNCOMMITTED
 
 
-def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -> FetchResult:
+class RemoteReadOffTheLoop(Exception):
+    """A partition's fetch offset lies in remote storage (tiered storage): the event loop must
+    not wait for the store, so the fetch is made again on a request handler thread (Kafka
+    reads remote data on its own reader threads, not its network threads)."""
+
+
+def handle_fetch(
+    ctx: BrokerContext, request: Request, *, final: bool = False, remote_reads: bool = True
+) -> FetchResult:
     body, version = request.body, request.api_version
     isolation = _isolation(getattr(body, "isolation_level", 0))
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
@@ -96,6 +104,7 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
                 errors = errors or bool(topic.partitions)
                 response.topics.append(out)
                 continue
+            response.topics.append(out)  # first: a failure below closes what it holds
             for part in topic.partitions:
                 data = _fetch_partition(
                     ctx,
@@ -105,6 +114,7 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
                     remaining,
                     first=total == 0,
                     may_copy=COPY_BUDGET_BYTES - copied,
+                    remote_reads=remote_reads,
                 )
                 out.partitions.append(data)
                 total += data.records_size
@@ -112,7 +122,6 @@ def handle_fetch(ctx: BrokerContext, request: Request, *, final: bool = False) -
                     copied += len(data.records)
                 remaining = max(0, remaining - data.records_size)
                 errors = errors or data.error_code != ErrorCode.none.value
-            response.topics.append(out)
     except BaseException:
         response.close()
         raise
@@ -127,9 +136,10 @@ def available_bytes(
     but taking no descriptor; None when it has an error to answer with instead (Kafka's
     DelayedFetch.tryComplete, which sizes what changed before reading anything whole)."""
     try:
-        info = ctx.manager.get_log(topic, part.partition).read(
-            part.fetch_offset, part.partition_max_bytes, isolation=isolation
-        )
+        log = ctx.manager.get_log(topic, part.partition)
+        if log.tiering.enabled and part.fetch_offset < log.local_log_start_offset:
+            return None  # remote records: the fetch reads them (off the loop), not the sizing
+        info = log.read(part.fetch_offset, part.partition_max_bytes, isolation=isolation)
     except KafkaLogError:
         return None
     return 0 if info.records is None else info.records.size
@@ -144,6 +154,7 @@ def _fetch_partition(
     *,
     first: bool,
     may_copy: int = COPY_BUDGET_BYTES,
+    remote_reads: bool = True,
 ) -> PartitionResponse:
     """One partition's answer; its records are a slice of the segment file with a descriptor
     of its own, sent later with ``sendfile``, or, up to ``COPY_AT_MOST_BYTES`` and the
@@ -153,6 +164,8 @@ def _fetch_partition(
         log = ctx.manager.get_log(topic, index)
     except KafkaLogError as err:
         return PartitionResponse(index, error_code(err).value)
+    if not remote_reads and log.tiering.enabled and part.fetch_offset < log.local_log_start_offset:
+        raise RemoteReadOffTheLoop
     try:
         info = log.read(
             part.fetch_offset,

@@ -24,7 +24,13 @@ from typing import Any
 from kafkalog.protocol.fetch_frame import FetchFrame, encode_fetch_response
 from kafkalog.protocol.wire import Request
 from kafkalog.server.context import BrokerContext
-from kafkalog.server.fetch import FetchResult, available_bytes, handle_fetch, isolation_of
+from kafkalog.server.fetch import (
+    FetchResult,
+    RemoteReadOffTheLoop,
+    available_bytes,
+    handle_fetch,
+    isolation_of,
+)
 from kafkalog.server.fetch_sessions import FetchSessionCache, SessionContext
 from kafkalog.server.quotas import throttle_fetch
 
@@ -170,12 +176,16 @@ class FetchPurgatory:
         return 0 if self._signal is None else self._signal.watched
 
     def _fetch_once(
-        self, asked: SessionContext, final: bool, throttled: Callable[[int], None]
+        self,
+        asked: SessionContext,
+        final: bool,
+        throttled: Callable[[int], None],
+        on_the_loop: bool = False,
     ) -> tuple[FetchResult, FetchFrame | None]:
         request = asked.request
         timed = self._context.quotas.enabled
         started = time.perf_counter_ns() if timed else 0
-        result = handle_fetch(self._context, request, final=final)
+        result = handle_fetch(self._context, request, final=final, remote_reads=not on_the_loop)
         if not result.satisfied:
             result.close()
             return result, None
@@ -209,12 +219,20 @@ class FetchPurgatory:
         return FetchResult(asked.throttled(ms), True, 0)
 
     def _decode_and_fetch(
-        self, decode: Callable[[], Request], throttled: Callable[[int], None], watch: Watch
-    ) -> tuple[SessionContext, FetchResult, FetchFrame | None]:
+        self,
+        decode: Callable[[], Request],
+        throttled: Callable[[int], None],
+        watch: Watch,
+        on_the_loop: bool = False,
+    ) -> tuple[SessionContext, FetchResult | None, FetchFrame | None]:
+        """The first try; on the loop, no result when a partition's records are remote."""
         asked = self.sessions.begin(decode())  # an incremental fetch: the session's partitions
         assert self._signal is not None
         self._signal.watch(watch, _partitions(asked.request))  # before the read: none missed
-        return asked, *self._fetch_once(asked, False, throttled)
+        try:
+            return asked, *self._fetch_once(asked, False, throttled, on_the_loop)
+        except RemoteReadOffTheLoop:
+            return asked, None, None
 
     async def fetch(
         self,
@@ -234,11 +252,18 @@ class FetchPurgatory:
         encoded: FetchFrame | None
         try:
             if on_the_loop:
-                asked, result, encoded = self._decode_and_fetch(decode, throttled, watch)
+                asked, tried, encoded = self._decode_and_fetch(decode, throttled, watch, True)
+                if tried is None:  # records in remote storage: this fetch leaves the loop
+                    on_the_loop = False
+                    _, tried, encoded = await self._in_worker(
+                        self._fetch_again, asked, False, throttled
+                    )
             else:
-                asked, result, encoded = await self._in_worker(
+                asked, tried, encoded = await self._in_worker(
                     self._decode_and_fetch, decode, throttled, watch
                 )
+            assert tried is not None
+            result = tried
             if encoded is not None:
                 return encoded
             park()
@@ -258,12 +283,18 @@ class FetchPurgatory:
                         else await self._run(waiting.enough_after, changed)
                     ):
                         continue  # sized what changed, read nothing whole
+                    again: FetchResult | None = None
                     if on_the_loop:
-                        result, encoded = self._fetch_once(asked, final, throttled)
-                    else:
-                        _, result, encoded = await self._in_worker(
+                        try:
+                            again, encoded = self._fetch_once(asked, final, throttled, True)
+                        except RemoteReadOffTheLoop:
+                            on_the_loop = False  # records in remote storage: off the loop
+                    if again is None:
+                        _, again, encoded = await self._in_worker(
                             self._fetch_again, asked, final, throttled
                         )
+                    assert again is not None
+                    result = again
                     waiting = _Waiting(self._context, asked.request, result)
                 return encoded
             finally:
@@ -277,8 +308,10 @@ class FetchPurgatory:
         return asked, *self._fetch_once(asked, final, throttled)
 
     async def _in_worker(
-        self, fn: Callable[..., tuple[SessionContext, FetchResult, FetchFrame | None]], *args: Any
-    ) -> tuple[SessionContext, FetchResult, FetchFrame | None]:
+        self,
+        fn: Callable[..., tuple[SessionContext, FetchResult | None, FetchFrame | None]],
+        *args: Any,
+    ) -> tuple[SessionContext, FetchResult | None, FetchFrame | None]:
         """A try on a handler thread. If the client goes while it runs, the thread still
         finishes, and the descriptors it took are closed then rather than leaked."""
         future = self._run(fn, *args)
@@ -325,7 +358,9 @@ def _partitions(request: Request) -> list[Partition]:
 
 
 def _close_abandoned(
-    future: asyncio.Future[tuple[SessionContext, FetchResult, FetchFrame | None]],
+    future: asyncio.Future[tuple[SessionContext, FetchResult | None, FetchFrame | None]],
 ) -> None:
     if not future.cancelled() and future.exception() is None:
-        future.result()[1].close()
+        result = future.result()[1]
+        if result is not None:
+            result.close()

@@ -24,6 +24,7 @@ from kafkalog.coordinator.share_partitions import SharePartitions, ShareStateSet
 from kafkalog.coordinator.txn_coordinator import TransactionCoordinator
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.manager import LogManager
+from kafkalog.manager.remote_log_manager import RemoteLogManager
 from kafkalog.manager.server_config import ServerConfig
 from kafkalog.server.acl_store import load_acls
 from kafkalog.server.apis import Broker, KafkaApis
@@ -87,6 +88,7 @@ class KafkaServer:
         self._share_partitions: SharePartitions | None = None
         self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
+        self._remote: RemoteLogManager | None = None  # tiered storage, when the broker allows
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
 
     @property
@@ -129,6 +131,13 @@ class KafkaServer:
             ),
         )
         try:
+            if manager.config.remote.remote_log_storage_system_enable:
+                self._remote = await loop.run_in_executor(
+                    None,
+                    functools.partial(
+                        RemoteLogManager.from_config, manager, broker_id=self.config.broker.node_id
+                    ),
+                )
             logs = manager.logs().values()
             in_use = (pid for log in logs for pid in log.producers())
             producer_ids = ProducerIdManager(self.config.log_dirs, in_use)
@@ -171,6 +180,8 @@ class KafkaServer:
                     shown.security_protocol, shown.host or "127.0.0.1", transport.port, shown.name
                 )
         manager.start()
+        if self._remote is not None:
+            self._remote.start()
         self.manager, self._transports = manager, transports
         for transport in transports:
             _warn_if_open(transport.listener, transport.port, self.settings.authorizer)
@@ -236,6 +247,9 @@ class KafkaServer:
         for transport in transports:
             await transport.close()
         await self._stop_coordinators()
+        remote, self._remote = self._remote, None
+        if remote is not None:
+            await asyncio.get_running_loop().run_in_executor(None, remote.close)
         if manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, manager.close)
             logger.info("kafkalog serve stopped; the logs were closed cleanly")

@@ -1,0 +1,186 @@
+"""``kafkalog serve`` with tiered storage: a topic made with ``remote.storage.enable`` through
+the Admin API has its closed segments copied and its local segments trimmed by the broker's own
+remote log manager, and stock clients read the whole topic back exactly from offset 0 --
+librdkafka at both isolation levels (transactions committed and aborted), and Kafka's own
+console consumer -- while Kafka's kafka-get-offsets answers the tiered ListOffsets specs."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kafka_oracle import JVM_FLAGS, TOOL_LOG, classpath
+from kafkalog.server import serve
+
+pytestmark = pytest.mark.one_codec
+
+RECORDS_PER_TXN = 400
+
+
+def _value(txn: int, i: int) -> bytes:
+    return b"%05d-%04d;" % (txn, i) * 100  # about 1 KiB
+
+
+def _fill(bootstrap: str, transactions: int) -> list[bytes]:
+    """Transactions of RECORDS_PER_TXN records; every third aborts. Returns the committed
+    values in order."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "tiered-writer",
+            "linger.ms": 5,
+        }
+    )
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for txn in range(transactions):
+        producer.begin_transaction()
+        values = [_value(txn, i) for i in range(RECORDS_PER_TXN)]
+        for value in values:
+            producer.produce("tiered", value, key=b"%d" % txn, partition=0)
+        if txn % 3 == 2:
+            producer.flush(30)  # written, then aborted (librdkafka drops what it has not sent)
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed += values
+    return committed
+
+
+def _consume(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"tiered-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition("tiered", 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(values) < expected and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        values.append(message.value())
+    consumer.close()
+    return values
+
+
+def _tool(main: str, *args: str) -> str:
+    cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath("4.3.1"), main, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.kafka
+def test_stock_clients_read_a_tiered_topic_from_offset_0(tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    overrides = {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
+        "remote.log.manager.task.interval.ms": "200",
+    }
+    with serve(tmp_path / "logs", overrides=overrides) as server:
+        bootstrap = server.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic(
+            "tiered",
+            1,
+            1,
+            config={
+                "remote.storage.enable": "true",
+                "segment.bytes": "1048576",
+                "local.retention.bytes": "1",
+            },
+        )
+        admin.create_topics([topic])["tiered"].result(30)
+        committed = _fill(bootstrap, transactions=15)  # about 6 MiB: several segments
+        assert server.manager is not None
+        log = server.manager.get_log("tiered", 0)
+        deadline = time.monotonic() + 60
+        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        local_start = log.local_log_start_offset
+        assert local_start > 0 and log.log_start_offset == 0  # copied, then trimmed locally
+        everything = _consume(bootstrap, "read_uncommitted", 15 * RECORDS_PER_TXN)
+        assert len(everything) == 15 * RECORDS_PER_TXN
+        assert [v for v in everything if v in set(committed)] == committed
+        assert _consume(bootstrap, "read_committed", len(committed)) == committed
+        shown = _tool(
+            "org.apache.kafka.tools.GetOffsetShell",
+            "--bootstrap-server", bootstrap, "--topic", "tiered", "--time", "-4",
+        )  # fmt: skip
+        assert shown.strip() == f"tiered:0:{log.local_log_start_offset}"
+        consumed = _tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            "--bootstrap-server", bootstrap, "--topic", "tiered", "--partition", "0",
+            "--offset", "earliest", "--max-messages", str(len(committed)),
+            "--isolation-level", "read_committed", "--timeout-ms", "30000",
+        )  # fmt: skip
+        assert consumed.splitlines() == [v.decode() for v in committed]
+
+
+def test_a_slow_remote_read_holds_up_no_other_client(tmp_path: Path) -> None:
+    """A Fetch whose records are remote is read on a request handler thread: while the store
+    takes seconds to answer it, other clients' produce requests are answered at once."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from kafkalog import Record
+
+    overrides = {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
+        "remote.log.manager.task.interval.ms": "100",
+    }
+    with serve(tmp_path / "logs", overrides=overrides) as server:
+        manager = server.manager
+        assert manager is not None
+        config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
+        manager.create_topic("tiered", 1, {**config, "segment.bytes": "1048576"})
+        manager.create_topic("other", 1)
+        log = manager.get_log("tiered", 0)
+        for i in range(2500):
+            log.append([Record(_value(0, i))])
+        deadline = time.monotonic() + 30
+        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert log.local_log_start_offset > 0
+        tier = log.tiering.tier
+        assert tier is not None
+        store_read = tier.store.fetch_log_segment
+        entered = threading.Event()
+
+        def slow(*args: object) -> bytes:
+            entered.set()
+            time.sleep(3)
+            return store_read(*args)  # type: ignore[arg-type]
+
+        tier.store.fetch_log_segment = slow  # type: ignore[method-assign]
+        reader = threading.Thread(
+            target=_consume, args=(server.bootstrap_servers, "read_uncommitted", 10)
+        )
+        reader.start()
+        assert entered.wait(30)
+        producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+        started = time.monotonic()
+        for i in range(20):
+            producer.produce("other", b"%d" % i)
+            producer.flush(10)
+        elapsed = time.monotonic() - started
+        reader.join(60)
+        assert elapsed < 2.0, elapsed  # the remote read takes 3 s a segment
+        assert manager.get_log("other", 0).log_end_offset == 20
