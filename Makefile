@@ -89,10 +89,12 @@ librdkafka-suite: $(DEV) kafka-oracle
 	$(PY) tests/librdkafka_suite.py --against $(or $(AGAINST),kafkalog)
 
 # the long fault loops: 100 kill -9s of kafkalog serve under live transactional producers, and
-# a kill -9 at every step of tiered storage's copies and deletions (about 100)
+# a kill -9 at every step of tiered storage's copies and deletions (about 100), and its S3 store
+# unreachable for a minute under load
 fault-loops: $(DEV)
 	KAFKALOG_TXN_KILLS=100 $(PY) -m pytest -s tests/test_txn_kill_loop.py
 	KAFKALOG_TIERED_KILLS=all $(PY) -m pytest tests/test_tiered_crash.py
+	KAFKALOG_STORE_OUTAGE_S=60 $(PY) -m pytest tests/test_tiered_serve.py -k down_under_load
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info

@@ -14,6 +14,9 @@ import pytest
 
 from kafka_oracle import JVM_FLAGS, TOOL_LOG, classpath
 from kafkalog.server import serve
+from kafkalog.tiered.remote_store import RemoteLogStore
+from s3_server import S3Server
+from tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.one_codec
 
@@ -184,3 +187,104 @@ def test_a_slow_remote_read_holds_up_no_other_client(tmp_path: Path) -> None:
         reader.join(60)
         assert elapsed < 2.0, elapsed  # the remote read takes 3 s a segment
         assert manager.get_log("other", 0).log_end_offset == 20
+
+
+def test_an_s3_store_down_under_load_costs_no_record_and_no_produce(
+    tmp_path: Path, s3: S3Server
+) -> None:
+    """Producers write without pause while the S3 store is unreachable (connections refused
+    and cut, for ``KAFKALOG_STORE_OUTAGE_S`` seconds: 10 here, 60 in ``make fault-loops``):
+    no produce fails, copies stop and local retention waits, then copies resume and every
+    acknowledged record reads back from offset 0, with no orphan left in the store."""
+    import os
+    import threading
+
+    from confluent_kafka import Producer
+
+    outage = float(os.environ.get("KAFKALOG_STORE_OUTAGE_S", "10"))
+    proxy = TcpProxy(s3.port)
+    proxy.up()
+    store = RemoteLogStore.from_uri(s3.uri("outage"))
+    store.filesystem.create_dir("outage")
+    uri = s3.uri("outage").replace(f":{s3.port}", f":{proxy.port}")
+    overrides = {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.kafkalog.store.uri": uri,
+        "rsm.config.kafkalog.store.timeout.ms": "1000",
+        "rsm.config.kafkalog.store.attempts": "1",
+        "remote.log.manager.task.interval.ms": "200",
+    }
+    try:
+        with serve(tmp_path / "logs", overrides=overrides) as server:
+            manager = server.manager
+            assert manager is not None
+            manager.create_topic(
+                "tiered",
+                1,
+                {"remote.storage.enable": "true", "local.retention.bytes": "1",
+                 "segment.bytes": "1048576"},
+            )  # fmt: skip
+            log = manager.get_log("tiered", 0)
+            delivered: list[int] = []
+            failed: list[object] = []
+            stop = threading.Event()
+
+            def produce() -> None:
+                producer = Producer({"bootstrap.servers": server.bootstrap_servers, "acks": "all"})
+
+                def done(err: object, message: object) -> None:
+                    if err is not None:
+                        failed.append(err)
+                    else:
+                        delivered.append(message.offset())  # type: ignore[attr-defined]
+
+                i = 0
+                while not stop.is_set():
+                    producer.produce("tiered", _value(1, i % 10000), key=b"%d" % i, callback=done)
+                    producer.poll(0)
+                    i += 1
+                    if i % 50 == 0:
+                        time.sleep(0.02)  # at most about 2.5 MB/s
+                producer.flush(30)
+
+            writer = threading.Thread(target=produce)
+            writer.start()
+            deadline = time.monotonic() + 60
+            while log.tiering.highest_offset < 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert log.tiering.highest_offset >= 0
+            proxy.down()
+            time.sleep(1)  # a copy under way when it went down fails within the timeout
+            copied, local_start = log.tiering.highest_offset, log.local_log_start_offset
+            before = len(delivered)
+            time.sleep(outage)
+            assert len(delivered) > before + 1000  # produce went on
+            assert log.tiering.highest_offset == copied  # nothing copied while it was down
+            assert log.local_log_start_offset == local_start  # local retention waited
+            proxy.up()
+            deadline = time.monotonic() + 60
+            while log.tiering.highest_offset <= copied and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert log.tiering.highest_offset > copied  # copies resumed
+            stop.set()
+            writer.join(60)
+            assert failed == []
+            assert sorted(delivered) == list(range(len(delivered)))
+            values = _consume(server.bootstrap_servers, "read_uncommitted", len(delivered))
+            assert values == [_value(1, i % 10000) for i in range(len(delivered))]
+            tier = log.tiering.tier
+            assert tier is not None
+            # the next passes copy the backlog the outage left and sweep what it cut short
+            deadline = time.monotonic() + 60 + 2 * outage
+            while time.monotonic() < deadline and (
+                log.tiering.highest_offset < log.active_segment.base_offset - 1
+                or {s for _o, s in store.object_sets(tier.topic_id_partition)}
+                != {m.segment_id.id for m in tier.segments(None)}
+                or any(m.state.name != "COPY_SEGMENT_FINISHED" for m in tier.segments(None))
+            ):
+                time.sleep(0.2)
+            held = {s for _o, s in store.object_sets(tier.topic_id_partition)}
+            assert held == {m.segment_id.id for m in tier.segments()}
+            assert held == {m.segment_id.id for m in tier.segments(None)}
+    finally:
+        proxy.down()
