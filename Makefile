@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.dev-installed
 SPARK  := $(VENV)/.spark-installed
 
-.PHONY: librdkafka-suite demo test lint bench bench-serve bench-scale fault-loops check-java check-mvn check-node kafka-oracle interop-clients clean
+.PHONY: librdkafka-suite demo test lint bench bench-serve bench-scale bench-tiered fault-loops check-java check-mvn check-node kafka-oracle interop-clients clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kafkalog needs Python >= 3.11; found " + sys.version.split()[0])'
@@ -79,6 +79,10 @@ bench-serve: $(DEV) kafka-oracle
 
 # the scale suite alone beside Kafka 4.3.1 (1,000, 4,000 and 10,000 partitions, and 1,000 x 10
 # segments), its rows replaced in BENCHMARKS.md (about 13 minutes)
+# the tiered storage rows alone (about 4 minutes): remote reads beside local ones
+bench-tiered: $(DEV)
+	$(PY) -m bench tiered --merge
+
 bench-scale: $(DEV) kafka-oracle
 	$(PY) -m bench scale --merge
 

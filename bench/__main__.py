@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from bench import cleaner, codec, dump, manager, scale, serve, spark, storage
+from bench import cleaner, codec, dump, manager, scale, serve, spark, storage, tiered
 from bench.harness import Row, fmt, machine
 
 SUITES = {
@@ -21,6 +21,7 @@ SUITES = {
     "spark": spark.run,
     "serve": serve.run,
     "scale": scale.run,
+    "tiered": tiered.run,
 }
 ROOT = Path(__file__).resolve().parent.parent
 
