@@ -31,6 +31,7 @@ from kafkalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkalog.log.producer_state_manager import last_stable_offset_of
+from kafkalog.log.view_remote import METADATA_TOPIC, RemoteSide, store_uri
 from kafkalog.records.committed import AbortedTransaction, aborted_from_markers
 from kafkalog.records.scanner import AnyBatch, BatchScanner, ScanStop, next_batch_size
 from kafkalog.storage import filenames as fn
@@ -106,6 +107,7 @@ class PartitionView:
         self.topic_partition: TopicPartition = fn.parse_partition_dir_name(self.directory.name)
         self.frozen = frozen
         self._kept: dict[str, Any] = {}
+        self._remote: RemoteSide | None = None
 
     def __repr__(self) -> str:
         return f"PartitionView({self.directory}{', frozen' if self.frozen else ''})"
@@ -163,6 +165,9 @@ class PartitionView:
     def _log_start_offset(self) -> int:
         segments = self.segments()
         first = segments[0].base_offset if segments else 0
+        remote = self.remote_side()
+        if remote is not None:  # tiered: the log starts in remote storage
+            first = min(first, remote.start_offset)
         checkpoint = self.directory.parent / fn.LOG_START_OFFSET_CHECKPOINT
         if checkpoint.exists():
             try:
@@ -171,6 +176,15 @@ class PartitionView:
                 offsets = {}
             first = max(first, offsets.get(self.topic_partition, first))
         return first
+
+    def remote_side(self, *, refresh: bool = False) -> RemoteSide | None:
+        """The partition's remote segments (tiered storage), read once per view (again with
+        ``refresh``); None unless its log directory names a store that holds some."""
+        if self.topic_partition.topic == METADATA_TOPIC or store_uri(self.directory.parent) is None:
+            return None  # (the metadata topic is never tiered: it says what is)
+        if self._remote is None or refresh:
+            self._remote = RemoteSide.load(self.directory, lambda d: PartitionView(d).batches(0))
+        return self._remote
 
     def log_end_offset(self) -> int:
         """The offset after the last complete, valid batch (the next offset a writer gives)."""
@@ -217,6 +231,15 @@ class PartitionView:
             raise OffsetOutOfRangeError(
                 f"offset {start} is below the log start offset {log_start} of {self.directory}"
             )
+        local_start = segments[0].base_offset if segments else self.log_end_offset()
+        if start < local_start:  # below the local segments: from remote storage
+            remote = self.remote_side(refresh=True)
+            if remote is not None:
+                upto = local_start if end is None else min(end, local_start)
+                yield from remote.batches(start, upto)
+                if end is not None and end <= local_start:
+                    return
+                start = local_start
         bases = [s.base_offset for s in segments]
         i = max(0, bisect.bisect_right(bases, start) - 1)
         for seg in segments[i:]:
@@ -237,6 +260,11 @@ class PartitionView:
         check_int("timestamp", timestamp, -INT64_MAX - 1, INT64_MAX)
         start = self.log_start_offset()
         segments = self.segments()
+        remote = self.remote_side()
+        if remote is not None:  # remote segments first, as Kafka searches them
+            found = remote.tier.offset_for_timestamp(timestamp, start, remote.epoch_for)
+            if found is not None:
+                return found.offset
         for seg in segments:
             entries = _read_entries(
                 fn.time_index_file(self.directory, seg.base_offset), _TIME_ENTRY

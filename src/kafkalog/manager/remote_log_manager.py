@@ -20,6 +20,7 @@ compact), the follower side of replication (kafkalog is one broker), and the sto
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Iterable
 from kafkalog.clock import SYSTEM_CLOCK, Clock
 from kafkalog.errors import InvalidConfigError, KafkaLogError, KafkaStorageError
 from kafkalog.log.log import Log
+from kafkalog.log.view_remote import STORE_FILE
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.remote_log_config import RemoteLogManagerConfig
 from kafkalog.manager.scheduler import Scheduler
@@ -43,9 +45,9 @@ from kafkalog.records.remote_log_metadata import (
     encode,
     metadata_partition,
 )
+from kafkalog.storage.atomic import write_atomically
 from kafkalog.storage.filenames import producer_snapshot_file
 from kafkalog.storage.segment import LogSegment
-from kafkalog.tiered.metadata_cache import RemoteLogMetadataCache
 from kafkalog.tiered.remote_store import LogSegmentData, RemoteLogStore
 from kafkalog.tiered.remote_tier import RemoteTier
 from kafkalog.types import uuid_string
@@ -117,6 +119,7 @@ class RemoteLogManager:
         self._copying: set[RemoteLogSegmentId] = set()
         self._metadata_partitions = self.config.remote_log_metadata_topic_num_partitions
         self.scheduler = Scheduler(self._clock)
+        self._name_store()
         self._load()
 
     @classmethod
@@ -154,6 +157,17 @@ class RemoteLogManager:
         manager's to close."""
         self.scheduler.shutdown()
 
+    def _name_store(self) -> None:
+        """Say in each log directory which store its tiered partitions use, so the commands
+        that only read (and Spark) find their remote segments without being told."""
+        if self.store.uri is None:
+            return
+        text = json.dumps({"uri": self.store.uri}) + "\n"
+        for log_dir in self._logs.log_dirs:
+            path = log_dir / STORE_FILE
+            if not path.exists() or path.read_text() != text:
+                write_atomically(path, text.encode())
+
     # --- metadata ---------------------------------------------------------------------------
 
     def _metadata_logs(self) -> list[Log]:
@@ -172,20 +186,18 @@ class RemoteLogManager:
     def _load(self) -> None:
         """Replay the metadata topic into one tier per remote-enabled log and attach them."""
         with self._lock:
-            caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
-            wanted = {tip: log for tip, log in self._remote_logs()}
+            wanted = dict(self._remote_logs())
+            events: dict[TopicIdPartition, list[RemoteLogMetadata]] = {t: [] for t in wanted}
             if self._logs.topics().get(METADATA_TOPIC) is not None or wanted:
                 for log in self._metadata_logs():
                     for event in _events(log):
                         tip = _topic_id_partition(event)
-                        if tip is None or tip not in wanted:
-                            continue
-                        cache = caches.setdefault(tip, RemoteLogMetadataCache(initialized=False))
-                        _fold(cache, event)
+                        if tip is not None and tip in events:
+                            events[tip].append(event)
             for tip, log in wanted.items():
-                cache = caches.get(tip, RemoteLogMetadataCache())
-                cache.mark_initialized()
-                self._attach(tip, log, RemoteTier(self.store, tip, cache))
+                tier = RemoteTier(self.store, tip)
+                tier.initialize(events[tip])
+                self._attach(tip, log, tier)
 
     def _attach(self, tip: TopicIdPartition, log: Log, tier: RemoteTier) -> None:
         """Hand the log its tier, and move its log start offset to where its records begin
@@ -483,10 +495,3 @@ def _topic_id_partition(event: RemoteLogMetadata) -> TopicIdPartition | None:
     if isinstance(event, RemoteLogSegmentMetadata | RemoteLogSegmentMetadataUpdate):
         return event.segment_id.topic_id_partition
     return None
-
-
-def _fold(cache: RemoteLogMetadataCache, event: RemoteLogMetadata) -> None:
-    if isinstance(event, RemoteLogSegmentMetadata):
-        cache.add_copy_in_progress_segment(event)
-    elif isinstance(event, RemoteLogSegmentMetadataUpdate):
-        cache.update(event)

@@ -70,9 +70,12 @@ class LogSegmentData:
 class RemoteLogStore:
     """Remote segments as object sets under ``root`` of ``filesystem``."""
 
-    def __init__(self, filesystem: pyarrow.fs.FileSystem, root: str) -> None:
+    def __init__(
+        self, filesystem: pyarrow.fs.FileSystem, root: str, uri: str | None = None
+    ) -> None:
         self.filesystem = filesystem
         self.root = root.rstrip("/")
+        self.uri = uri  # what ``from_uri`` was given: how another process finds the store
 
     @classmethod
     def from_uri(
@@ -88,7 +91,7 @@ class RemoteLogStore:
                 filesystem = _bounded_s3(uri, timeout_ms, attempts)
         except (ValueError, OSError) as err:
             raise InvalidArgumentError(f"remote storage {uri!r}: {err}") from err
-        return cls(filesystem, root)
+        return cls(filesystem, root, uri)
 
     # --- where things are -----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from kafkalog.records.remote_log_metadata import (
@@ -134,6 +134,16 @@ class RemoteTier:
         with self._lock:
             self._cache.mark_initialized()
 
+    def initialize(self, events: Iterable[RemoteLogMetadata]) -> None:
+        """Replay the partition's events from the metadata topic (an update whose segment's
+        first event was cleaned away is dropped, as Kafka drops it), then mark the cache read
+        to its end."""
+        with self._lock:
+            self._cache.initialized = False
+        for event in events:
+            self.apply(event)
+        self.mark_initialized()
+
     def segments(
         self, state: RemoteLogSegmentState | None = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
     ) -> list[RemoteLogSegmentMetadata]:
@@ -167,6 +177,15 @@ class RemoteTier:
             offset = segment.end_offset + 1
 
     # --- reads ----------------------------------------------------------------------------
+
+    def segment_bytes_from(
+        self, segment: RemoteLogSegmentMetadata, offset: int
+    ) -> tuple[bytes, int]:
+        """The segment's bytes from the batch holding ``offset`` (by the offset index) to its
+        end, and the position they start at."""
+        index = self._index(segment, IndexType.OFFSET)
+        position = _floor_position(index, segment.start_offset, offset)
+        return self.store.fetch_log_segment(segment, position), position
 
     def _index(self, segment: RemoteLogSegmentMetadata, index: IndexType) -> bytes:
         key = (segment.segment_id.id, index)
