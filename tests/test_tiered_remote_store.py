@@ -6,6 +6,7 @@ real S3-compatible server in its own process (moto's server)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -150,3 +151,16 @@ def test_a_store_that_is_down_fails_the_copy_and_the_read(s3: S3Server, tmp_path
         assert time.monotonic() - started < 30  # bounded: 1 s per try, 2 tries per call
     finally:
         s3.start()  # the module's other tests go on with a store that is up (and empty)
+
+
+def test_only_the_data_of_a_preallocated_log_is_copied(
+    store: RemoteLogStore, tmp_path: Path
+) -> None:
+    metadata, data = _closed_segment(tmp_path)
+    whole = data.log_segment.read_bytes()
+    padded = tmp_path / "padded.log"
+    padded.write_bytes(whole + bytes(4096))  # as a preallocated file ends: zeros
+    store.copy_log_segment_data(
+        metadata, dataclasses.replace(data, log_segment=padded, log_size=len(whole))
+    )
+    assert store.fetch_log_segment(metadata, 0) == whole

@@ -350,6 +350,7 @@ class RemoteLogManager:
                 txn_index,
                 snapshot,
                 checkpoint_bytes(epoch_entries_in_range(epochs, -1, next_base)),
+                log_size=seg.size,
             )
             try:
                 self.store.copy_log_segment_data(started, data)

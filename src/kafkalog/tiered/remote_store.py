@@ -22,16 +22,17 @@ deleteLogSegmentData is idempotent).
 from __future__ import annotations
 
 import enum
-import shutil
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow.fs
 
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError, RemoteResourceNotFoundError
 from kafkalog.records.remote_log_metadata import RemoteLogSegmentMetadata, TopicIdPartition
+from kafkalog.storage.atomic import fsync_dir, fsync_together
 from kafkalog.storage.filenames import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -57,7 +58,8 @@ class IndexType(enum.Enum):
 @dataclass(frozen=True)
 class LogSegmentData:
     """What is copied of one closed segment (Kafka's LogSegmentData): its files, and the
-    leader-epoch checkpoint of its range as bytes."""
+    leader-epoch checkpoint of its range as bytes. ``log_size`` is how much of the ``.log``
+    is data (a preallocated file is longer); all of it when None."""
 
     log_segment: Path
     offset_index: Path
@@ -65,6 +67,18 @@ class LogSegmentData:
     transaction_index: Path | None
     producer_snapshot: Path
     leader_epoch_checkpoint: bytes
+    log_size: int | None = None
+
+
+def _copy(source: BinaryIO, out: pyarrow.NativeFile, limit: int | None) -> None:
+    left = limit
+    while left is None or left > 0:
+        chunk = source.read(COPY_CHUNK if left is None else min(COPY_CHUNK, left))
+        if not chunk:
+            return
+        out.write(chunk)
+        if left is not None:
+            left -= len(chunk)
 
 
 class RemoteLogStore:
@@ -129,7 +143,14 @@ class RemoteLogStore:
                         out.write(source)
                     else:
                         with source.open("rb") as f:
-                            shutil.copyfileobj(f, out, COPY_CHUNK)
+                            limit = data.log_size if suffix == LOG_FILE_SUFFIX else None
+                            _copy(f, out, limit)
+            if isinstance(self.filesystem, pyarrow.fs.LocalFileSystem):
+                # an S3 PUT is durable once answered; a directory's files are once synced,
+                # and local retention deletes the segment once the copy is said to be done
+                names = [Path(self.object_name(metadata, suffix)) for suffix, _ in files]
+                fsync_together(names)
+                fsync_dir(names[0].parent)
         except OSError as err:
             raise KafkaStorageError(
                 f"copying {metadata.segment_id.id} to remote storage: {err}"
