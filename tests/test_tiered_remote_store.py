@@ -164,3 +164,19 @@ def test_only_the_data_of_a_preallocated_log_is_copied(
         metadata, dataclasses.replace(data, log_segment=padded, log_size=len(whole))
     )
     assert store.fetch_log_segment(metadata, 0) == whole
+
+
+def test_partitions_are_listed_whatever_dashes_their_names_hold(
+    store: RemoteLogStore, tmp_path: Path
+) -> None:
+    metadata, data = _closed_segment(tmp_path)
+    for tp in (
+        TopicIdPartition("-BI0AAECAwQFBgcICQoLDA", "a-b--c", 12),  # an id that starts with '-'
+        TopicIdPartition("Evg-AwQFBgcICQoLDA0ODw", "orders.eu", 3),
+    ):
+        copy = dataclasses.replace(
+            metadata, segment_id=dataclasses.replace(metadata.segment_id, topic_id_partition=tp)
+        )
+        store.copy_log_segment_data(copy, data)
+        assert tp in store.topic_partitions()
+        assert [m.segment_id for m in store.finished_segments(tp)] == [copy.segment_id]

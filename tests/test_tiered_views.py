@@ -7,6 +7,7 @@ nothing while doing so."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from kafkalog.cli.main import cli
 from kafkalog.clock import ManualClock
 from kafkalog.log.log import Log
 from kafkalog.log.view import PartitionView
+from kafkalog.log.view_remote import RemoteSide
 from kafkalog.manager.log_manager import LogManager
 from kafkalog.manager.remote_log_manager import RemoteLogManager
 from kafkalog.records.committed import committed_records
-from kafkalog.tiered.remote_store import RemoteLogStore
+from kafkalog.tiered.remote_store import MANIFEST_SUFFIX, RemoteLogStore
+from kafkalog.tiered.remote_tier import RemoteTier
 from s3_server import S3Server
 from test_tiered_log import ENABLED, PLAIN, TOPIC_CONFIG, _fill
 
@@ -124,3 +127,28 @@ def test_spark_reads_a_tiered_topic_whole(spark: Any, tiered_dir: tuple[Path, Pa
         )
         got = [(r.offset, bytes(r.value)) for r in rows]
         assert got == _records(PartitionView(plain_dir), read_committed)
+
+
+def test_the_store_alone_says_what_it_holds_and_reads_back(
+    tiered_dir: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A reader with the store and nothing else (no log directory, no metadata topic): the
+    store's prefixes name the partition, its manifests the whole copies, and their batches are
+    the records an untiered twin holds in that range."""
+    logs, plain_dir = tiered_dir
+    uri = json.loads((logs / "kafkalog-remote-storage.json").read_text())["uri"]
+    store = RemoteLogStore.from_uri(uri)
+    (tip,) = [t for t in store.topic_partitions() if t.topic == "orders"]
+    tier = RemoteTier.from_store(store, tip)
+    segments = tier.segments()
+    assert segments and segments[0].start_offset == 0
+    end = segments[-1].end_offset + 1
+    side = RemoteSide(tier, tier.leader_epochs())
+    got = [(r.offset, r.value) for b in side.batches(0, end) if not b.is_control for r in b]
+    twin = [(o, v) for o, v in _records(PartitionView(plain_dir), False) if o < end]
+    assert got == twin
+    # a deletion takes the manifest first: the set is no longer whole to a store reader
+    store.filesystem.delete_file(store.object_name(segments[0], MANIFEST_SUFFIX))
+    assert [m.segment_id for m in store.finished_segments(tip)] == [
+        m.segment_id for m in segments[1:]
+    ]

@@ -21,6 +21,7 @@ deleteLogSegmentData is idempotent).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import urllib.parse
 from collections.abc import Iterator
@@ -31,8 +32,14 @@ from typing import BinaryIO
 import pyarrow.fs
 
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError, RemoteResourceNotFoundError
-from kafkalog.records.remote_log_metadata import RemoteLogSegmentMetadata, TopicIdPartition
-from kafkalog.storage.atomic import fsync_dir, fsync_together
+from kafkalog.records.remote_log_metadata import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    decode,
+    encode,
+)
+from kafkalog.storage.atomic import fsync_together
 from kafkalog.storage.filenames import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -43,6 +50,11 @@ from kafkalog.storage.filenames import (
 )
 
 COPY_CHUNK = 8 << 20  # bytes moved per read/write while copying a segment file
+# written last by a copy and deleted first: a set with one is whole, so a reader of the store
+# alone (no metadata topic) knows which segments it may read; the name is the one Aiven's
+# RemoteStorageManager for Kafka gives its per-segment manifest
+MANIFEST_SUFFIX = ".rsm-manifest"
+_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
 
 class IndexType(enum.Enum):
@@ -145,12 +157,20 @@ class RemoteLogStore:
                         with source.open("rb") as f:
                             limit = data.log_size if suffix == LOG_FILE_SUFFIX else None
                             _copy(f, out, limit)
-            if isinstance(self.filesystem, pyarrow.fs.LocalFileSystem):
+            local = isinstance(self.filesystem, pyarrow.fs.LocalFileSystem)
+            if local:
                 # an S3 PUT is durable once answered; a directory's files are once synced,
                 # and local retention deletes the segment once the copy is said to be done
                 names = [Path(self.object_name(metadata, suffix)) for suffix, _ in files]
                 fsync_together(names)
-                fsync_dir(names[0].parent)
+            finished = dataclasses.replace(
+                metadata, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            )
+            manifest = self.object_name(metadata, MANIFEST_SUFFIX)
+            with self.filesystem.open_output_stream(manifest) as out:
+                out.write(encode(finished))
+            if local:
+                fsync_together([Path(manifest), Path(manifest).parent])
         except OSError as err:
             raise KafkaStorageError(
                 f"copying {metadata.segment_id.id} to remote storage: {err}"
@@ -186,8 +206,9 @@ class RemoteLogStore:
             raise KafkaStorageError(f"reading {name}: {err}") from err
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
-        """Delete the segment's objects; those already gone are not an error."""
-        for suffix in (LOG_FILE_SUFFIX, *(i.value for i in IndexType)):
+        """Delete the segment's objects, its manifest first; those already gone are not an
+        error."""
+        for suffix in (MANIFEST_SUFFIX, LOG_FILE_SUFFIX, *(i.value for i in IndexType)):
             name = self.object_name(metadata, suffix)
             try:
                 self.filesystem.delete_file(name)
@@ -195,6 +216,40 @@ class RemoteLogStore:
                 continue
             except OSError as err:
                 raise KafkaStorageError(f"deleting {name}: {err}") from err
+
+    def topic_partitions(self) -> list[TopicIdPartition]:
+        """Every topic-partition the store holds objects of, from its prefixes."""
+        selector = pyarrow.fs.FileSelector(self.root, allow_not_found=True)
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except OSError as err:
+            raise KafkaStorageError(f"listing {self.root}: {err}") from err
+        found = []
+        for info in infos:
+            # <topic>-<partition>-<topic id>: the topic and the id may both hold '-'
+            name = info.base_name
+            rest, topic_id = name[:-23], name[-22:]
+            topic, _, partition = rest.rpartition("-")
+            if name[-23:-22] == "-" and topic and partition.isdigit():
+                found.append(TopicIdPartition(topic_id, topic, int(partition)))
+        return sorted(found, key=lambda t: (t.topic, t.partition))
+
+    def finished_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        """The segments whose copies are whole, from their manifests, by start offset: what a
+        reader with the store alone may read."""
+        found = []
+        for start, segment in self.object_sets(tp):
+            name = f"{self.partition_prefix(tp)}/{filename_prefix_from_offset(start)}-{segment}"
+            try:
+                with self.filesystem.open_input_stream(name + MANIFEST_SUFFIX) as f:
+                    metadata = decode(bytes(f.read()))
+            except FileNotFoundError:
+                continue  # being copied, or being deleted
+            except OSError as err:
+                raise KafkaStorageError(f"reading {name}{MANIFEST_SUFFIX}: {err}") from err
+            if isinstance(metadata, RemoteLogSegmentMetadata):
+                found.append(metadata)
+        return sorted(found, key=lambda m: (m.start_offset, m.event_timestamp_ms))
 
     def object_sets(self, tp: TopicIdPartition) -> Iterator[tuple[int, str]]:
         """(start offset, segment id) of every object set the store holds for ``tp``, whole or

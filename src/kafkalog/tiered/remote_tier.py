@@ -14,6 +14,7 @@ finished is never read.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import threading
 from collections import OrderedDict
@@ -37,6 +38,7 @@ from kafkalog.storage.txn_index import AbortedTxn, collect_aborted_txns, decode_
 from kafkalog.tiered.metadata_cache import RemoteLogMetadataCache
 from kafkalog.tiered.remote_store import IndexType, RemoteLogStore
 
+_STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 MIN_FETCH_BYTES = 64 << 10  # what one ranged request asks for at least: headers are small
@@ -116,6 +118,34 @@ class RemoteTier:
         self._cache = cache if cache is not None else RemoteLogMetadataCache()
         self._lock = threading.Lock()
         self._indexes: OrderedDict[tuple[str, IndexType], bytes] = OrderedDict()
+
+    @classmethod
+    def from_store(cls, store: RemoteLogStore, tp: TopicIdPartition) -> RemoteTier:
+        """A tier made from the store alone (its per-segment manifests), for a reader with no
+        metadata topic: every whole copy, folded by the cache's rules."""
+        tier = cls(store, tp)
+        events: list[RemoteLogMetadata] = []
+        for finished in store.finished_segments(tp):
+            events.append(dataclasses.replace(finished, state=_STARTED))
+            events.append(
+                RemoteLogSegmentMetadataUpdate(
+                    finished.segment_id,
+                    finished.event_timestamp_ms,
+                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                    finished.broker_id,
+                )
+            )
+        tier.initialize(events)
+        return tier
+
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """(epoch, first offset) of every leader epoch the finished segments hold: a reader
+        without the partition's own checkpoint walks the segments by these."""
+        starts: dict[int, int] = {}
+        for segment in self.segments():
+            for epoch, start in segment.segment_leader_epochs:
+                starts[epoch] = min(start, starts.get(epoch, start))
+        return sorted(starts.items())
 
     # --- metadata -------------------------------------------------------------------------
 
