@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from kafkalog.cli.main import cli
 from kafkalog.clock import ManualClock
 from kafkalog.log.log import Log
+from kafkalog.log.store_view import StoreView
 from kafkalog.log.view import PartitionView
 from kafkalog.log.view_remote import RemoteSide
 from kafkalog.manager.log_manager import LogManager
@@ -152,3 +153,36 @@ def test_the_store_alone_says_what_it_holds_and_reads_back(
     assert [m.segment_id for m in store.finished_segments(tip)] == [
         m.segment_id for m in segments[1:]
     ]
+
+
+def test_spark_reads_the_store_alone_without_the_log_directory(
+    spark: Any, tiered_dir: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``remoteStorageUri`` without ``path``: partitions from the store's folders, ranges
+    from its manifests, the last stable offset from the last copy's producer snapshot; the
+    writer's directory is moved out of reach first."""
+    logs, plain_dir = tiered_dir
+    uri = json.loads((logs / "kafkalog-remote-storage.json").read_text())["uri"]
+    logs.rename(tmp_path / "out-of-reach")
+    store = RemoteLogStore.from_uri(uri)
+    (tip,) = [t for t in store.topic_partitions() if t.topic == "orders"]
+    end = store.finished_segments(tip)[-1].end_offset + 1
+    lso = StoreView(uri, tip).last_stable_offset()
+    assert 0 < lso <= end
+    for isolation, read_committed, upto in (
+        ("read_uncommitted", False, end),
+        ("read_committed", True, lso),
+    ):
+        rows = (
+            spark.read.format("kafkalog")
+            .option("remoteStorageUri", uri)
+            .option("subscribe", "orders")
+            .option("kafka.isolation.level", isolation)
+            .option("minPartitions", "4")  # several tasks per partition, cut at any offset
+            .load()
+            .orderBy("offset")
+            .collect()
+        )
+        got = [(r.offset, bytes(r.value)) for r in rows]
+        twin = _records(PartitionView(plain_dir), read_committed)
+        assert got == [(o, v) for o, v in twin if o < upto], isolation

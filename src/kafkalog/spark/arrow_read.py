@@ -12,17 +12,15 @@ compiled fast path when built), never Python objects. Refuses: control records a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.log.view import PartitionView
 from kafkalog.records.columnar import ARROW_HEADERS_TYPE, RecordColumns
 from kafkalog.records.committed import committed_batches_in_one_pass
 from kafkalog.records.scanner import AnyBatch
 from kafkalog.spark.executor_codec import check_executor_codec
-from kafkalog.spark.planning import OffsetRange, data_loss
+from kafkalog.spark.planning import OffsetRange, View, data_loss
 
 ROWS_PER_BATCH = 10_000
 
@@ -43,7 +41,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _batches(r: OffsetRange, view: PartitionView, start: int) -> Iterator[AnyBatch]:
+def _batches(r: OffsetRange, view: View, start: int) -> Iterator[AnyBatch]:
     if r.read_committed:  # one walk: markers past the end are read only to decide what is held
         yield from committed_batches_in_one_pass(view.batches(start), r.end, view.batches)
         return
@@ -56,7 +54,7 @@ def read_range(r: OffsetRange, schema: pa.Schema | None = None) -> Iterator[pa.R
     """The rows of ``r`` in offset order, ``ROWS_PER_BATCH`` at a time."""
     check_executor_codec()
     schema = schema if schema is not None else arrow_schema(r.include_headers)
-    view = PartitionView(Path(r.directory))
+    view = r.view()
     start = r.start
     log_start = view.log_start_offset()
     if start < log_start:

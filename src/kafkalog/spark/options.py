@@ -53,6 +53,7 @@ _READ_KEYS = {
     "maxtriggerdelay",
     "includeheaders",
     "kafka.isolation.level",
+    "remotestorageuri",  # tiered storage: read the remote copies alone, no log directory
 }
 _WRITE_KEYS = {
     "path",
@@ -96,6 +97,7 @@ _CANONICAL = {
         "maxTriggerDelay",
         "includeHeaders",
         "batchSize",
+        "remoteStorageUri",
     ]
 }
 
@@ -135,6 +137,7 @@ class ReadOptions:
     read_committed: bool
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000  # Spark's Kafka source: "15m"
+    remote_storage_uri: str | None = None  # set without ``path``: the store alone is read
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -303,8 +306,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             "kafka.isolation.level",
             f"must be read_uncommitted or read_committed, not {isolation!r}",
         )
+    remote = opts.get("remotestorageuri") or None
+    if remote is not None and streaming:
+        raise InvalidConfigError("remoteStorageUri", "is for batch reads of the remote copies")
     return ReadOptions(
-        log_dirs=log_dirs_of(opts),
+        log_dirs=() if remote is not None and not opts.get("path") else log_dirs_of(opts),
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
@@ -319,6 +325,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         read_committed=isolation == "read_committed",
         min_offsets_per_trigger=min_rows,
         max_trigger_delay_ms=_duration_ms(opts, "maxtriggerdelay", "15m"),
+        remote_storage_uri=remote if not opts.get("path") else None,
     )
 
 

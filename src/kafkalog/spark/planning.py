@@ -11,6 +11,7 @@ plain Python and tested without a JVM).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 import re
@@ -20,10 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from kafkalog.log.store_view import StoreView
 from kafkalog.log.view import PartitionView, discover_partitions, read_index_entries
+from kafkalog.records.remote_log_metadata import TopicIdPartition
 from kafkalog.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from kafkalog.storage import filenames as fn
 from kafkalog.types import TopicPartition
+
+View = PartitionView | StoreView
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,18 @@ class OffsetRange:
     read_committed: bool
     include_headers: bool
     fail_on_data_loss: bool
+    store_uri: str | None = None  # read from the remote store alone (its topic id below)
+    topic_id: str | None = None
+
+    def view(self) -> PartitionView | StoreView:
+        """What an executor reads the range through: the partition's directory, or the
+        remote store."""
+        if self.store_uri is None:
+            return PartitionView(Path(self.directory))
+        assert self.topic_id is not None
+        return StoreView(
+            self.store_uri, TopicIdPartition(self.topic_id, self.topic, self.partition)
+        )
 
     @property
     def size(self) -> int:
@@ -62,10 +79,13 @@ def data_loss(message: str, fail: bool) -> None:
     warnings.warn(text, stacklevel=2)
 
 
-def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView]:
+def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, View]:
     """The partitions the subscribe/subscribePattern/assign option selects, found on disk, as
     frozen views: each directory is listed once per plan, and every question the plan asks
-    of a partition gets an answer from the same moment."""
+    of a partition gets an answer from the same moment. With ``remoteStorageUri`` alone, the
+    partitions the store holds, as StoreViews."""
+    if opts.remote_storage_uri is not None:
+        return _selected_in_store(opts, opts.remote_storage_uri)
     found = discover_partitions(list(opts.log_dirs))
     if opts.assign is not None:
         missing = [tp for tp in opts.assign if tp not in found]
@@ -77,7 +97,7 @@ def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView
         if absent:
             data_loss(f"subscribed topics {absent} do not exist", opts.fail_on_data_loss)
     pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
-    chosen = {}
+    chosen: dict[TopicPartition, View] = {}
     for tp, path in sorted(found.items()):
         if (opts.subscribe is not None and tp.topic in opts.subscribe) or (
             pattern is not None and pattern.fullmatch(tp.topic)
@@ -86,7 +106,34 @@ def selected_partitions(opts: ReadOptions) -> dict[TopicPartition, PartitionView
     return chosen
 
 
-def upper_bound(view: PartitionView, read_committed: bool) -> int:
+def _selected_in_store(opts: ReadOptions, uri: str) -> dict[TopicPartition, View]:
+    from kafkalog.tiered.remote_store import RemoteLogStore
+
+    held = {
+        TopicPartition(t.topic, t.partition): t
+        for t in RemoteLogStore.from_uri(uri).topic_partitions()
+    }
+    if opts.assign is not None:
+        wanted = [tp for tp in opts.assign if tp in held]
+        missing = [tp for tp in opts.assign if tp not in held]
+        if missing:
+            data_loss(f"assigned partitions {missing} are not in {uri}", opts.fail_on_data_loss)
+    else:
+        pattern = re.compile(opts.subscribe_pattern) if opts.subscribe_pattern else None
+        wanted = [
+            tp
+            for tp in sorted(held)
+            if (opts.subscribe is not None and tp.topic in opts.subscribe)
+            or (pattern is not None and pattern.fullmatch(tp.topic))
+        ]
+        if opts.subscribe is not None:
+            absent = sorted(set(opts.subscribe) - {tp.topic for tp in held})
+            if absent:
+                data_loss(f"subscribed topics {absent} are not in {uri}", opts.fail_on_data_loss)
+    return {tp: StoreView(uri, held[tp]) for tp in wanted}
+
+
+def upper_bound(view: View, read_committed: bool) -> int:
     """What a consumer may read up to: the LSO under read_committed, else the log end."""
     return view.last_stable_offset() if read_committed else view.log_end_offset()
 
@@ -94,7 +141,7 @@ def upper_bound(view: PartitionView, read_committed: bool) -> int:
 def resolve(
     spec: OffsetSpec,
     tp: TopicPartition,
-    view: PartitionView,
+    view: View,
     opts: ReadOptions,
     *,
     start: bool,
@@ -138,9 +185,12 @@ def resolve(
     return latest
 
 
-def batch_boundaries(view: PartitionView, start: int, end: int) -> list[int]:
+def batch_boundaries(view: View, start: int, end: int) -> list[int]:
     """Offsets in (start, end) where a batch begins, from segment names and index entries
-    (an entry's offset is the last offset of its batch, so the next batch begins after it)."""
+    (an entry's offset is the last offset of its batch, so the next batch begins after it);
+    none for a StoreView (its ranges are cut at any offset)."""
+    if isinstance(view, StoreView):
+        return []
     out = []
     for seg in view.segments():
         if seg.base_offset >= end:
@@ -171,7 +221,7 @@ def _pieces(opts: ReadOptions, ranges: list[OffsetRange]) -> list[int]:
 def split_ranges(
     opts: ReadOptions,
     ranges: list[OffsetRange],
-    views: Mapping[TopicPartition, PartitionView] | None = None,
+    views: Mapping[TopicPartition, View] | None = None,
 ) -> list[OffsetRange]:
     """Each range cut into its share of pieces on batch boundaries; ``views`` are the plan's
     (selected_partitions), so the directories are not listed again."""
@@ -183,7 +233,7 @@ def split_ranges(
             continue
         view = (views or {}).get(TopicPartition(r.topic, r.partition))
         if view is None or str(view.directory) != r.directory:
-            view = PartitionView(Path(r.directory), frozen=True)
+            view = r.view()
         boundaries = batch_boundaries(view, r.start, r.end)
         cuts = set()
         for i in range(1, parts):
@@ -197,14 +247,14 @@ def split_ranges(
             cuts.add(best if best is not None and abs(best - ideal) <= slack else ideal)
         points = [r.start, *sorted(cuts), r.end]
         for a, b in itertools.pairwise(points):
-            out.append(OffsetRange(r.topic, r.partition, r.directory, a, b, r.read_committed,
-                                   r.include_headers, r.fail_on_data_loss))  # fmt: skip
+            out.append(dataclasses.replace(r, start=a, end=b))
     return out
 
 
 def make_range(
-    opts: ReadOptions, tp: TopicPartition, view: PartitionView, start: int, end: int
+    opts: ReadOptions, tp: TopicPartition, view: View, start: int, end: int
 ) -> OffsetRange:
+    store = view if isinstance(view, StoreView) else None
     return OffsetRange(
         tp.topic,
         tp.partition,
@@ -214,10 +264,12 @@ def make_range(
         opts.read_committed,
         opts.include_headers,
         opts.fail_on_data_loss,
+        store.uri if store is not None else None,
+        store.topic_id_partition.topic_id if store is not None else None,
     )
 
 
-def check_start(opts: ReadOptions, tp: TopicPartition, view: PartitionView, start: int) -> int:
+def check_start(opts: ReadOptions, tp: TopicPartition, view: View, start: int) -> int:
     """A start below the log start offset is data loss (SPARK-25005: gaps above it are not)."""
     log_start = view.log_start_offset()
     if start < log_start:
