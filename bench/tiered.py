@@ -2,6 +2,8 @@
 local segments, in the same run -- through ``Log.read`` (a store in a directory, and a real S3
 server on loopback) and through ``kafkalog serve`` with librdkafka as the consumer.
 
+And a Spark batch read from the store alone beside one of local files.
+
 Report-only rows: the issue sets no target; they show what a remote read costs over a local
 one on this machine (the directory store pays a file open and ranged read per fetch; moto, the
 S3 server here, is itself Python and far slower than a real object store).
@@ -163,6 +165,63 @@ def _serve_row(root: Path) -> Row:
     )
 
 
+def _spark_row(root: Path) -> Row:
+    """A Spark batch read (local[2], noop sink) of the same records: from the store alone
+    (``remoteStorageUri``, a directory store) vs from an untiered topic's local files."""
+    import statistics
+
+    import kafkalog.spark
+
+    clock = ManualClock()
+    config = ManagerConfig.from_properties(ENABLED)
+    uri = str(root / "spark-remote")
+    with LogManager(root / "spark-logs", clock=clock, config=config) as manager:
+        manager.create_topic("tiered", 1, TIERED)
+        manager.create_topic("local", 1, SEGMENTS)
+        count = _fill([manager.get_log("tiered", 0), manager.get_log("local", 0)])
+        RemoteLogManager(manager, RemoteLogStore.from_uri(uri), clock=clock).run_once()
+        remote_end = manager.get_log("tiered", 0).local_log_start_offset
+    spark = kafkalog.spark.local_session("kafkalog-bench-tiered", **{"spark.driver.memory": "2g"})
+
+    def remote() -> None:
+        spark.read.format("kafkalog").option("remoteStorageUri", uri).option(
+            "subscribe", "tiered"
+        ).load().write.format("noop").mode("overwrite").save()
+
+    def local() -> None:
+        spark.read.format("kafkalog").option("path", str(root / "spark-logs")).option(
+            "assign", '{"local":[0]}'
+        ).option("endingOffsets", f'{{"local":{{"0":{remote_end}}}}}').load().write.format(
+            "noop"
+        ).mode("overwrite").save()
+
+    try:
+        remote()
+        local()  # warm-up: JVM, Python workers
+        pairs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            remote()
+            a = time.perf_counter() - started
+            started = time.perf_counter()
+            local()
+            b = time.perf_counter() - started
+            pairs.append((remote_end / a, remote_end / b))
+    finally:
+        spark.stop()
+    return Row(
+        "tiered",
+        f"Spark batch read (local[2], noop sink) of {remote_end:,} 1 KB records from the store "
+        "alone (remoteStorageUri, a directory store) vs an untiered topic's local files",
+        "records/s",
+        statistics.median(p[0] for p in pairs),
+        "the same records in local segments",
+        statistics.median(p[1] for p in pairs),
+        paired_ratio=statistics.median(p[0] / p[1] for p in pairs),
+        notes=f"{count:,} records written",
+    )
+
+
 def _run(root: Path) -> list[Row]:
     from s3_server import S3Server
 
@@ -179,4 +238,5 @@ def _run(root: Path) -> list[Row]:
     finally:
         server.stop()
     rows.append(_serve_row(root))
+    rows.append(_spark_row(root))
     return rows
