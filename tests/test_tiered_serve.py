@@ -55,7 +55,7 @@ def _fill(bootstrap: str, transactions: int) -> list[bytes]:
     return committed
 
 
-def _consume(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
+def _consume(bootstrap: str, isolation: str, expected: int, topic: str = "tiered") -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -66,7 +66,7 @@ def _consume(bootstrap: str, isolation: str, expected: int) -> list[bytes]:
             "enable.auto.commit": False,
         }
     )
-    consumer.assign([TopicPartition("tiered", 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     deadline = time.monotonic() + 60
     while len(values) < expected and time.monotonic() < deadline:
@@ -288,3 +288,43 @@ def test_an_s3_store_down_under_load_costs_no_record_and_no_produce(
             assert held == {m.segment_id.id for m in tier.segments(None)}
     finally:
         proxy.down()
+
+
+@pytest.mark.kafka
+def test_kafka_configs_turns_tiering_on_for_a_topic_and_kafkas_rule_guards_turning_it_off(
+    tmp_path: Path,
+) -> None:
+    from kafkalog import Record
+
+    overrides = {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
+        "remote.log.manager.task.interval.ms": "100",
+    }
+    with serve(tmp_path / "logs", overrides=overrides) as server:
+        manager = server.manager
+        assert manager is not None
+        manager.create_topic("later", 1, {"segment.bytes": "1048576"})
+        log = manager.get_log("later", 0)
+        for i in range(2500):
+            log.append([Record(_value(2, i))])
+        time.sleep(1)
+        assert log.tiering.highest_offset == -1 and log.local_log_start_offset == 0
+        alter = (
+            "kafka.admin.ConfigCommand", "--bootstrap-server", server.bootstrap_servers,
+            "--alter", "--entity-type", "topics", "--entity-name", "later",
+        )  # fmt: skip
+        _tool(*alter, "--add-config", "remote.storage.enable=true,local.retention.bytes=1")
+        deadline = time.monotonic() + 30
+        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert log.local_log_start_offset > 0 and log.log_start_offset == 0
+        values = _consume(server.bootstrap_servers, "read_uncommitted", 2500, "later")
+        assert values == [_value(2, i) for i in range(2500)]
+        cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath("4.3.1"), *alter,
+               "--add-config", "remote.storage.enable=false"]  # fmt: skip
+        refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert refused.returncode != 0
+        assert "invalid to disable remote storage without deleting remote data" in (
+            refused.stdout + refused.stderr
+        )
