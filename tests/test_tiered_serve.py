@@ -79,6 +79,15 @@ def _consume(bootstrap: str, isolation: str, expected: int, topic: str = "tiered
     return values
 
 
+def _tiering(store: Path, interval_ms: int) -> dict[str, str]:
+    """The broker keys that turn tiered storage on, with a store in ``store``."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.kafkalog.store.uri": str(store),
+        "remote.log.manager.task.interval.ms": str(interval_ms),
+    }
+
+
 def _tool(main: str, *args: str) -> str:
     cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath("4.3.1"), main, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -90,12 +99,7 @@ def _tool(main: str, *args: str) -> str:
 def test_stock_clients_read_a_tiered_topic_from_offset_0(tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    overrides = {
-        "remote.log.storage.system.enable": "true",
-        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
-        "remote.log.manager.task.interval.ms": "200",
-    }
-    with serve(tmp_path / "logs", overrides=overrides) as server:
+    with serve(tmp_path / "logs", overrides=_tiering(tmp_path / "remote", 200)) as server:
         bootstrap = server.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = NewTopic(
@@ -144,12 +148,7 @@ def test_a_slow_remote_read_holds_up_no_other_client(tmp_path: Path) -> None:
 
     from kafkalog import Record
 
-    overrides = {
-        "remote.log.storage.system.enable": "true",
-        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
-        "remote.log.manager.task.interval.ms": "100",
-    }
-    with serve(tmp_path / "logs", overrides=overrides) as server:
+    with serve(tmp_path / "logs", overrides=_tiering(tmp_path / "remote", 100)) as server:
         manager = server.manager
         assert manager is not None
         config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
@@ -296,12 +295,7 @@ def test_kafka_configs_turns_tiering_on_for_a_topic_and_kafkas_rule_guards_turni
 ) -> None:
     from kafkalog import Record
 
-    overrides = {
-        "remote.log.storage.system.enable": "true",
-        "rsm.config.kafkalog.store.uri": str(tmp_path / "remote"),
-        "remote.log.manager.task.interval.ms": "100",
-    }
-    with serve(tmp_path / "logs", overrides=overrides) as server:
+    with serve(tmp_path / "logs", overrides=_tiering(tmp_path / "remote", 100)) as server:
         manager = server.manager
         assert manager is not None
         manager.create_topic("later", 1, {"segment.bytes": "1048576"})
