@@ -6,6 +6,7 @@ console consumer -- while Kafka's kafka-get-offsets answers the tiered ListOffse
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -148,7 +149,8 @@ def test_a_slow_remote_read_holds_up_no_other_client(tmp_path: Path) -> None:
 
     from kafkalog import Record
 
-    with serve(tmp_path / "logs", overrides=_tiering(tmp_path / "remote", 100)) as server:
+    keys = {**_tiering(tmp_path / "remote", 100), "remote.fetch.max.wait.ms": "10000"}
+    with serve(tmp_path / "logs", overrides=keys) as server:
         manager = server.manager
         assert manager is not None
         config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
@@ -322,3 +324,44 @@ def test_kafka_configs_turns_tiering_on_for_a_topic_and_kafkas_rule_guards_turni
         assert "invalid to disable remote storage without deleting remote data" in (
             refused.stdout + refused.stderr
         )
+
+
+def test_a_fetch_waits_for_remote_data_at_most_remote_fetch_max_wait_ms(tmp_path: Path) -> None:
+    """Kafka's DelayedRemoteFetch: a remote read not done within remote.fetch.max.wait.ms
+    leaves its partition empty in the answer (no error: the client fetches again), while the
+    other partitions of the same Fetch are answered with their records."""
+    from kafkalog import Record
+    from server_helpers import decode_response, fetch_body, frame, read_frame
+
+    keys = {**_tiering(tmp_path / "remote", 100), "remote.fetch.max.wait.ms": "300"}
+    with serve(tmp_path / "logs", overrides=keys) as server:
+        manager = server.manager
+        assert manager is not None
+        config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
+        manager.create_topic("tiered", 2, {**config, "segment.bytes": "1048576"})
+        log = manager.get_log("tiered", 0)
+        for i in range(2500):
+            log.append([Record(_value(3, i))])
+        manager.get_log("tiered", 1).append([Record(b"local")])
+        deadline = time.monotonic() + 30
+        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tier = log.tiering.tier
+        assert tier is not None and log.local_log_start_offset > 0
+        store_read = tier.store.fetch_log_segment
+        tier.store.fetch_log_segment = lambda *a: (  # type: ignore[method-assign]
+            time.sleep(2),
+            store_read(*a),  # type: ignore[arg-type]
+        )[1]
+        host, port = server.bootstrap_servers.split(":")
+        body = fetch_body(12, "tiered", 0, 0, max_wait_ms=0, partitions=(0, 1))
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            started = time.monotonic()
+            sock.sendall(frame(1, 12, body))
+            answer = decode_response(1, 12, read_frame(sock), header_v1=True)
+            elapsed = time.monotonic() - started
+        (topic,) = answer.responses
+        by_partition = {p.partition_index: p for p in topic.partitions}
+        assert 0.25 < elapsed < 1.5, elapsed
+        assert by_partition[0].error_code == 0 and not by_partition[0].records
+        assert by_partition[1].error_code == 0 and by_partition[1].records

@@ -31,6 +31,14 @@ class RemoteLogManagerConfig:
         "rlmm.config.remote.log.metadata.topic.num.partitions", Type.INT, 50,
         "Partitions of __remote_log_metadata, fixed once it exists.", at_least(1),
     )  # fmt: skip
+    remote_fetch_max_wait_ms: int = define(
+        "remote.fetch.max.wait.ms", Type.INT, 500,
+        "How long a Fetch waits for remote data before it answers without it.", at_least(1),
+    )  # fmt: skip
+    remote_log_reader_threads: int = define(
+        "remote.log.reader.threads", Type.INT, 10,
+        "Threads of kafkalog serve that read remote data for fetches.", at_least(1),
+    )  # fmt: skip
     store_uri: str | None = define(
         "rsm.config.kafkalog.store.uri", Type.STRING, None,
         "Where remote segments go: a directory, file:// or s3://bucket/prefix?endpoint_override=.",

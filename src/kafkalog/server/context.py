@@ -8,6 +8,7 @@ LogManager, which owns the files) and any notion of connections.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -303,6 +304,8 @@ class BrokerContext:
         self.scram_credentials: Mapping[tuple[str, str], Any] = {}  # scram_store's, at start
         # authorizer.class.name's: None authorizes everything, as Kafka without an authorizer
         self.authorizer: StandardAuthorizer | None = None
+        # tiered storage's remote reads (remote.log.reader.threads), when it is on
+        self.remote_reader: concurrent.futures.ThreadPoolExecutor | None = None
         self.quotas = QuotaManager(
             samples=settings.quota_window_num, window_seconds=settings.quota_window_size_seconds
         )  # the client quotas (quotas.py); serve loads them at start

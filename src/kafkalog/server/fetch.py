@@ -18,6 +18,8 @@ before the topic is looked up, as KafkaApis answers.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,15 +166,28 @@ def _fetch_partition(
         log = ctx.manager.get_log(topic, index)
     except KafkaLogError as err:
         return PartitionResponse(index, error_code(err).value)
-    if not remote_reads and log.tiering.enabled and part.fetch_offset < log.local_log_start_offset:
+    remote = log.tiering.enabled and part.fetch_offset < log.local_log_start_offset
+    if remote and not remote_reads:
         raise RemoteReadOffTheLoop
+    read = functools.partial(
+        log.read,
+        part.fetch_offset,
+        min(part.partition_max_bytes, remaining),
+        min_one_message=first,
+        isolation=isolation,
+    )
     try:
-        info = log.read(
-            part.fetch_offset,
-            min(part.partition_max_bytes, remaining),
-            min_one_message=first,
-            isolation=isolation,
-        )
+        if remote and ctx.remote_reader is not None:
+            # Kafka's DelayedRemoteFetch: the remote read runs on the remote reader threads
+            # for at most remote.fetch.max.wait.ms; a read not done by then answers the
+            # partition with no records (the client fetches again), and finishes unheard
+            future = ctx.remote_reader.submit(read)
+            try:
+                info = future.result(ctx.manager.config.remote.remote_fetch_max_wait_ms / 1000)
+            except concurrent.futures.TimeoutError:
+                return _partition(index, ErrorCode.none, log)
+        else:
+            info = read()
         records: bytes | OpenSlice = b""
         if info.records is not None and info.records.size:
             s = info.records

@@ -11,6 +11,7 @@ Refuses: to listen before the logs are loaded, and to leave the logs open when s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import threading
@@ -89,6 +90,7 @@ class KafkaServer:
         self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
         self._remote: RemoteLogManager | None = None  # tiered storage, when the broker allows
+        self._remote_reader: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
 
     @property
@@ -145,6 +147,10 @@ class KafkaServer:
                 manager, self.settings, producer_ids, _cluster_id(self.config.log_dirs)
             )
             context.broker_properties = self.config.properties
+            if self._remote is not None:
+                context.remote_reader = self._remote_reader = concurrent.futures.ThreadPoolExecutor(
+                    manager.config.remote.remote_log_reader_threads, "kafkalog-remote-reader"
+                )
             if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
             context.quotas = QuotaManager(
@@ -250,6 +256,9 @@ class KafkaServer:
         remote, self._remote = self._remote, None
         if remote is not None:
             await asyncio.get_running_loop().run_in_executor(None, remote.close)
+        reader, self._remote_reader = self._remote_reader, None
+        if reader is not None:
+            reader.shutdown(wait=False, cancel_futures=True)
         if manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, manager.close)
             logger.info("kafkalog serve stopped; the logs were closed cleanly")
