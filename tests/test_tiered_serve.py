@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,23 @@ def _tiering(store: Path, interval_ms: int) -> dict[str, str]:
     }
 
 
+def _tiered_partition(manager: Any, *, partitions: int, txn: int) -> Any:
+    """Topic ``tiered`` with 2,500 records in partition 0, waited for until its broker copied
+    and trimmed it."""
+    from kafkalog import Record
+
+    config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
+    manager.create_topic("tiered", partitions, {**config, "segment.bytes": "1048576"})
+    log = manager.get_log("tiered", 0)
+    for i in range(2500):
+        log.append([Record(_value(txn, i))])
+    deadline = time.monotonic() + 30
+    while log.local_log_start_offset == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert log.local_log_start_offset > 0
+    return log
+
+
 def _tool(main: str, *args: str) -> str:
     cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath("4.3.1"), main, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -147,22 +165,12 @@ def test_a_slow_remote_read_holds_up_no_other_client(tmp_path: Path) -> None:
 
     from confluent_kafka import Producer
 
-    from kafkalog import Record
-
     keys = {**_tiering(tmp_path / "remote", 100), "remote.fetch.max.wait.ms": "10000"}
     with serve(tmp_path / "logs", overrides=keys) as server:
         manager = server.manager
         assert manager is not None
-        config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
-        manager.create_topic("tiered", 1, {**config, "segment.bytes": "1048576"})
         manager.create_topic("other", 1)
-        log = manager.get_log("tiered", 0)
-        for i in range(2500):
-            log.append([Record(_value(0, i))])
-        deadline = time.monotonic() + 30
-        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert log.local_log_start_offset > 0
+        log = _tiered_partition(manager, partitions=1, txn=0)
         tier = log.tiering.tier
         assert tier is not None
         store_read = tier.store.fetch_log_segment
@@ -337,15 +345,8 @@ def test_a_fetch_waits_for_remote_data_at_most_remote_fetch_max_wait_ms(tmp_path
     with serve(tmp_path / "logs", overrides=keys) as server:
         manager = server.manager
         assert manager is not None
-        config = {"remote.storage.enable": "true", "local.retention.bytes": "1"}
-        manager.create_topic("tiered", 2, {**config, "segment.bytes": "1048576"})
-        log = manager.get_log("tiered", 0)
-        for i in range(2500):
-            log.append([Record(_value(3, i))])
+        log = _tiered_partition(manager, partitions=2, txn=3)
         manager.get_log("tiered", 1).append([Record(b"local")])
-        deadline = time.monotonic() + 30
-        while log.local_log_start_offset == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
         tier = log.tiering.tier
         assert tier is not None and log.local_log_start_offset > 0
         store_read = tier.store.fetch_log_segment
