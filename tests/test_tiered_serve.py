@@ -6,6 +6,7 @@ console consumer -- while Kafka's kafka-get-offsets answers the tiered ListOffse
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -325,6 +326,20 @@ def test_kafka_configs_turns_tiering_on_for_a_topic_and_kafkas_rule_guards_turni
         assert log.local_log_start_offset > 0 and log.log_start_offset == 0
         values = _consume(server.bootstrap_servers, "read_uncommitted", 2500, "later")
         assert values == [_value(2, i) for i in range(2500)]
+        # kafka-log-dirs reports what is on local disk, as Kafka's DescribeLogDirs does
+        shown = _tool(
+            "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server",
+            server.bootstrap_servers, "--describe", "--topic-list", "later",
+        )  # fmt: skip
+        described = json.loads(shown.strip().splitlines()[-1])
+        sizes = [
+            p["size"]
+            for broker in described["brokers"]
+            for log_dir in broker["logDirs"]
+            for p in log_dir["partitions"]
+            if p["partition"] == "later-0"
+        ]
+        assert sizes == [log.size_in_bytes]  # the local tail, not the copied segments
         cmd = ["java", *JVM_FLAGS, *TOOL_LOG, "-cp", classpath("4.3.1"), *alter,
                "--add-config", "remote.storage.enable=false"]  # fmt: skip
         refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
