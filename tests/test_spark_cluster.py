@@ -5,6 +5,7 @@ And the warning an executor logs, once, when it runs the pure-Python codec by ac
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -43,12 +44,20 @@ def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
     raise AssertionError(f"{path} never said {text!r}:\n{path.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    root = tmp_path_factory.mktemp("standalone")
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
+@contextlib.contextmanager
+def standalone(
+    root: Path, workers: int = 1, cores: int = 2, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A master and ``workers`` workers from PySpark's ``spark-class``; yields the master URL.
+    Worker ``n`` works in ``root/work-n`` (``root/work`` when there is one)."""
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        **(env or {}),
+    }
     port, spark_class = _port(), str(SPARK_HOME / "bin" / "spark-class")
-    master_log, worker_log = root / "master.log", root / "worker.log"
+    master_log = root / "master.log"
     procs = []
     try:
         with master_log.open("wb") as out:
@@ -58,15 +67,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
                 env=env, stdout=out, stderr=subprocess.STDOUT,
             ))  # fmt: skip
         _wait_for(master_log, "I have been elected leader")
-        with worker_log.open("wb") as out:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                 "--host", "127.0.0.1", "--webui-port", str(_port()), "--cores", "2",
-                 "--memory", "1g", "--work-dir", str(root / "work")],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-        _wait_for(worker_log, "Successfully registered with master")
-        yield f"spark://127.0.0.1:{port}", root / "work"
+        for n in range(workers):
+            log = root / ("worker.log" if workers == 1 else f"worker-{n}.log")
+            work = root / ("work" if workers == 1 else f"work-{n}")
+            with log.open("wb") as out:
+                procs.append(subprocess.Popen(
+                    [spark_class, "org.apache.spark.deploy.worker.Worker",
+                     f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                     "--webui-port", str(_port()), "--cores", str(cores), "--memory", "1g",
+                     "--work-dir", str(work)],
+                    env=env, stdout=out, stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+            _wait_for(log, "Successfully registered with master")
+        yield f"spark://127.0.0.1:{port}"
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -74,6 +87,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    root = tmp_path_factory.mktemp("standalone")
+    with standalone(root) as master:
+        yield master, root / "work"
 
 
 DRIVER = textwrap.dedent(

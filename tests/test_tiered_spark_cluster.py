@@ -26,7 +26,7 @@ from kafkalog.manager.remote_log_manager import RemoteLogManager
 from kafkalog.records.committed import committed_records
 from kafkalog.tiered.remote_store import RemoteLogStore
 from s3_server import S3Server
-from test_spark_cluster import SPARK_HOME, _port, _wait_for
+from test_spark_cluster import standalone
 from test_tiered_log import ENABLED, PLAIN, TOPIC_CONFIG, _fill
 
 pytestmark = [pytest.mark.one_codec, pytest.mark.slow]
@@ -62,44 +62,13 @@ DRIVER = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("tiered-standalone")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": "127.0.0.1",
+    credentials = {
         "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "kafkalog-test"),
         "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "kafkalog-test"),
-    }
-    port, spark_class = _port(), str(SPARK_HOME / "bin" / "spark-class")
-    procs = []
-    try:
-        master_log = root / "master.log"
-        with master_log.open("wb") as out:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(_port())],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
-            ))  # fmt: skip
-        _wait_for(master_log, "I have been elected leader")
-        for n in range(2):
-            log = root / f"worker-{n}.log"
-            with log.open("wb") as out:
-                procs.append(subprocess.Popen(
-                    [spark_class, "org.apache.spark.deploy.worker.Worker",
-                     f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                     "--webui-port", str(_port()), "--cores", "1", "--memory", "1g",
-                     "--work-dir", str(root / f"work-{n}")],
-                    env=env, stdout=out, stderr=subprocess.STDOUT,
-                ))  # fmt: skip
-            _wait_for(log, "Successfully registered with master")
-        yield f"spark://127.0.0.1:{port}"
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    }  # the executors open the bucket themselves
+    root = tmp_path_factory.mktemp("tiered-standalone")
+    with standalone(root, workers=2, cores=1, env=credentials) as master:
+        yield master
 
 
 def test_two_workers_read_a_tiered_topic_from_s3_alone(
