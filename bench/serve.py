@@ -3,23 +3,25 @@ Kafka's own ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test`` (the s
 
 Like with like: the broker runs as ``kafka-server-start.sh`` starts it (1 GiB heap, G1) and the
 perf tools with the JVM options of their shipped scripts (``-Xmx512M``, G1). Both servers run
-side by side the whole time, with the same durability (acks=all, one replica, the page cache:
-neither fsyncs per request) and ``group.initial.rebalance.delay.ms=0``; each first gets a
-warm-up (a produce and a consume of ``WARMUP`` records) so that Kafka's JIT has compiled its
-paths before anything is measured. Each workload then runs on Kafka, then on kafkalog, for
-``ROUNDS`` rounds, each run on a new topic and long enough for a steady state (each row says
-how long the faster side's run lasted, and whether that is short of ``MIN_SECONDS``: on this
-machine about 30 s on one partition and 15-17 s on eight); the reported figure on both
-sides is the best round. Workloads: 100-byte records with none and lz4, 1 KiB with none, on 1
-and on 8 partitions, the producer's defaults otherwise. Consume reads back what the produce
-run wrote, from the start (``fetch.nMsg.sec``, after the group join). CPU seconds per MiB are
-the server process's (``/proc/<pid>/stat``) over the produce run; beside them, the producer
-client's own CPU seconds per million records and its ``record-queue-time-avg``, because on two
-cores the client and the server share the machine: a client whose ``buffer.memory`` fills
-spends more CPU per record, and what it takes the server lacks. The p99 rows produce at a
-fixed rate: half of Kafka's best and half of kafkalog's own best, on both servers.
-librdkafka (confluent-kafka, in this process) is the second client. ``KAFKALOG_BENCH_SERVE_
-SCALE`` (default 1) scales every record count, for a quick look.
+side by side the whole time, each in a session of its own (``OWN_SESSION``), with the same
+durability (acks=all, one replica, the page cache: neither fsyncs per request) and
+``group.initial.rebalance.delay.ms=0``; each first gets a warm-up (a produce and a consume of
+``WARMUP`` records) so that Kafka's JIT has compiled its paths before anything is measured. Each
+workload then runs on Kafka, then on kafkalog, for ``ROUNDS`` rounds, each run on a new topic
+and long enough for a steady state (each row says how long the faster side's run lasted, and
+whether that is short of ``MIN_SECONDS``: on this machine about 30 s on one partition and 15-17
+s on eight); the reported figure on both sides is the best round. Workloads: 100-byte records
+with none and lz4, 1 KiB with none, on 1 and on 8 partitions, the producer's defaults otherwise.
+Consume reads back what the produce run wrote, from the start (``fetch.nMsg.sec``, after the
+group join). CPU seconds per MiB are the server process's (``/proc/<pid>/stat``) over the
+produce run; beside them, the producer client's own CPU seconds per million records and its
+``record-queue-time-avg``, because on two cores the client and the server share the machine: a
+client whose ``buffer.memory`` fills spends more CPU per record, and what it takes the server
+lacks. The p99 rows produce at a fixed rate: half of Kafka's best and half of kafkalog's own
+best, on both servers. librdkafka (confluent-kafka, in this process) is the second client.
+``KAFKALOG_BENCH_SERVE_SCALE`` (default 1) scales every record count, for a quick look;
+``KAFKALOG_BENCH_SERVE_OVERRIDES`` gives kafkalog serve more settings,
+``KAFKALOG_BENCH_SERVE_SESSION=shared`` runs both servers in the perf tools' session.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ PERF_JVM = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
             "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]  # fmt: skip
 SCALE = float(os.environ.get("KAFKALOG_BENCH_SERVE_SCALE", "1"))
+# Each server in a session of its own, as a service manager or another terminal starts a
+# broker: with the kernel's autogroup scheduling the CPU is then shared between the server and
+# the client, not between their threads. In one session a server's share of a contended
+# machine grows with the number of threads it keeps runnable, whatever its work. "shared"
+# runs both servers in the bench's session, beside the perf tools, as before.
+OWN_SESSION = os.environ.get("KAFKALOG_BENCH_SERVE_SESSION", "own") != "shared"
+# extra ``key=value`` broker settings for kafkalog serve, space-separated (num.io.threads=1 ...)
+OVERRIDES = os.environ.get("KAFKALOG_BENCH_SERVE_OVERRIDES", "").split()
 # records per run: about 30 s of the faster side's produce on one partition on this machine
 # and 15-17 s on eight (Kafka: 1.6 M records/s of 100 B, 290 k of 1 KiB); each row says how long
 # the faster side's best run lasted, so a faster machine shows as a short run
@@ -60,13 +70,16 @@ LATENCY_SECONDS = 20  # each p99 run's length at its fixed rate
 PRODUCE_TARGET = CONSUME_TARGET = 1.0
 LATENCY_TARGET = 0.667  # Kafka's p99 / ours: ours at most 1.5x Kafka's
 CPU_TARGET = 0.667  # Kafka's CPU s/MiB / ours: ours at most 1.5x Kafka's
-_LOWER_IS_BETTER = ("cpu s/MiB", "client cpu s/M", "queue ms")
+_LOWER_IS_BETTER = ("cpu s/MiB", "client cpu s/M", "queue ms", "latency ms", "wake wait ms")
 _SENT = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th"
 )
 _QUEUE_TIME = re.compile(
     r"producer-metrics:record-queue-time-avg:\{client-id=[^}]*\}\s*:\s*([\d.]+)"
+)
+_REQUEST_LATENCY = re.compile(
+    r"producer-metrics:request-latency-avg:\{client-id=[^}]*\}\s*:\s*([\d.]+)"
 )
 
 
@@ -83,6 +96,19 @@ class Server:
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run_queue(self) -> tuple[int, int]:
+        """Nanoseconds the process's threads have waited for a core while runnable, and the
+        times they were put on one (each thread's ``schedstat``, summed)."""
+        waited = slices = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                fields = (task / "schedstat").read_text().split()
+            except OSError:  # the thread ended
+                continue
+            waited += int(fields[1])
+            slices += int(fields[2])
+        return waited, slices
 
     def peak_rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -123,7 +149,8 @@ def start_kafka(root: Path, version: str) -> Server:
     cmd = ["java", *BROKER_JVM, *BROKER_LOG, "-cp", classpath(version), "kafka.Kafka",
            str(broker.config)]  # fmt: skip
     out = (root / "kafka.out").open("wb")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=OWN_SESSION)  # fmt: skip
     wait_listening(broker.port, proc, f"Kafka {version}")
     return Server(f"Kafka {version}", proc, broker.port)
 
@@ -135,8 +162,11 @@ def start_kafkalog(root: Path) -> Server:
     cmd = [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(root / "kafkalog"),
            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", "group.initial.rebalance.delay.ms=0"]  # fmt: skip
+    for setting in OVERRIDES:
+        cmd += ["--override", setting]
     out = (root / "kafkalog.out").open("wb")
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=OWN_SESSION)  # fmt: skip
     wait_listening(port, proc, "kafkalog serve")
     return Server("kafkalog serve", proc, port)
 
@@ -171,14 +201,15 @@ def produce(version: str, server: Server, topic: str, size: int, codec: str, n: 
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary = [line for line in out.splitlines() if _SENT.search(line)]
     queue = _QUEUE_TIME.search(out)
-    if not summary or queue is None:
+    latency = _REQUEST_LATENCY.search(out)
+    if not summary or queue is None or latency is None:
         raise RuntimeError(f"no summary line in {out[-500:]}")
     match = _SENT.search(summary[-1])
     assert match is not None
     client_cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"records/s": float(match.group(2)), "MB/s": float(match.group(3)),
             "p99 ms": float(match.group(8)), "client cpu s": client_cpu,
-            "queue ms": float(queue.group(1))}  # fmt: skip
+            "queue ms": float(queue.group(1)), "latency ms": float(latency.group(1))}  # fmt: skip
 
 
 def consume(version: str, server: Server, topic: str, n: int) -> dict[str, float]:
@@ -292,13 +323,17 @@ def _produce_and_consume(version: str, server: Server, topic: str, size: int, co
     n = RECORDS[size]
     create_topic(version, server, topic, parts)
     cpu = server.cpu_seconds()
+    waited, slices = server.run_queue()
     produced = produce(version, server, topic, size, codec, n)
     cpu_per_mib = (server.cpu_seconds() - cpu) / (n * size / 2**20)
+    waited_after, slices_after = server.run_queue()
+    wake_wait_ms = (waited_after - waited) / max(1, slices_after - slices) / 1e6
     consumed = consume(version, server, topic, n)
     delete_topic(version, server, topic)
     return {"produce": produced["records/s"], "consume": consumed["records/s"],
             "cpu s/MiB": cpu_per_mib, "client cpu s/M": produced["client cpu s"] / n * 1e6,
-            "queue ms": produced["queue ms"]}  # fmt: skip
+            "queue ms": produced["queue ms"], "latency ms": produced["latency ms"],
+            "wake wait ms": wake_wait_ms}  # fmt: skip
 
 
 def _latencies(
@@ -331,8 +366,10 @@ def _rows(
     rdkafka: dict[str, dict[str, float]],
     rss: dict[str, float],
 ) -> list[Row]:
+    session = ("each server in a session of its own (its own autogroup)" if OWN_SESSION
+               else "both servers in the perf tools' session (one autogroup)")  # fmt: skip
     how = (f"after a warm-up of {WARMUP:,} records on each server; best of {ROUNDS} rounds "
-           "alternating the servers; perf tools with their scripts' JVM options")  # fmt: skip
+           f"alternating the servers; perf tools with their scripts' JVM options; {session}")  # fmt: skip
     rows: list[Row] = []
     for size, codec in WORKLOADS:
         for parts in PARTITIONS:
@@ -353,7 +390,10 @@ def _rows(
                             paired_ratio=b["cpu s/MiB"] / a["cpu s/MiB"],
                             notes="server process CPU seconds over the produce run per MiB of "
                                   "values; ratio is Kafka's / ours: >= 0.67 means at most 1.5x "
-                                  "Kafka's"))  # fmt: skip
+                                  "Kafka's; the server's threads waited "
+                                  f"{a['wake wait ms']:.2f} ms (kafkalog) and "
+                                  f"{b['wake wait ms']:.2f} ms (Kafka) for a core each time one "
+                                  "was put on it (schedstat, lowest of the rounds)"))  # fmt: skip
             rows.append(Row("serve", f"producer client CPU per million records {name}", "s",
                             a["client cpu s/M"], kafka, b["client cpu s/M"],
                             paired_ratio=b["client cpu s/M"] / a["client cpu s/M"],
@@ -361,8 +401,10 @@ def _rows(
                                   "million records; its record-queue-time-avg "
                                   f"{a['queue ms']:.0f} ms against kafkalog, "
                                   f"{b['queue ms']:.0f} ms against Kafka (lowest of the rounds: "
-                                  "hundreds of ms mean buffer.memory was full); ratio is "
-                                  "Kafka's / ours"))  # fmt: skip
+                                  "hundreds of ms mean buffer.memory was full), its "
+                                  f"request-latency-avg {a['latency ms']:.1f} ms against "
+                                  f"kafkalog, {b['latency ms']:.1f} ms against Kafka (lowest of "
+                                  "the rounds); ratio is Kafka's / ours"))  # fmt: skip
             rows.append(Row("serve", f"consume {name} (kafka-consumer-perf-test)", "rec/s",
                             a["consume"], kafka, b["consume"], target=CONSUME_TARGET,
                             notes="the produce run's records read back from the start; "
