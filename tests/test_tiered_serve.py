@@ -381,3 +381,64 @@ def test_a_fetch_waits_for_remote_data_at_most_remote_fetch_max_wait_ms(tmp_path
         assert 0.25 < elapsed < 1.5, elapsed
         assert by_partition[0].error_code == 0 and not by_partition[0].records
         assert by_partition[1].error_code == 0 and by_partition[1].records
+
+
+def test_remote_reads_wait_in_a_bounded_queue(tmp_path: Path) -> None:
+    """Kafka's remote.log.reader.max.pending.tasks: a client fetching remote offsets of a store
+    that does not answer queues at most that many reads behind the busy reader threads; each
+    fetch beyond them is answered at once with UNKNOWN_SERVER_ERROR for the partition (Kafka's
+    RejectedExecutionException), and once the store answers again the queue drains and the
+    records read back."""
+    import threading
+
+    from server_helpers import decode_response, fetch_body, frame, read_frame
+
+    keys = {
+        **_tiering(tmp_path / "remote", 100),
+        "remote.fetch.max.wait.ms": "50",
+        "remote.log.reader.threads": "1",
+        "remote.log.reader.max.pending.tasks": "2",
+    }
+    with serve(tmp_path / "logs", overrides=keys) as server:
+        manager = server.manager
+        assert manager is not None
+        log = _tiered_partition(manager, partitions=1, txn=0)
+        tier = log.tiering.tier
+        assert tier is not None and log.local_log_start_offset > 0
+        store_read = tier.store.fetch_log_segment
+        answering = threading.Event()
+
+        def hung(*args: object) -> bytes:
+            answering.wait(60)
+            return store_read(*args)  # type: ignore[arg-type]
+
+        tier.store.fetch_log_segment = hung  # type: ignore[method-assign]
+        host, port = server.bootstrap_servers.split(":")
+        body = fetch_body(12, "tiered", 0, 0, max_wait_ms=0)
+
+        def fetch(sock: socket.socket, correlation: int) -> Any:
+            sock.sendall(frame(1, 12, body, correlation))
+            (topic,) = decode_response(1, 12, read_frame(sock), header_v1=True).responses
+            return topic.partitions[0]
+
+        codes, most_waiting = [], 0
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                for correlation in range(40):
+                    codes.append(fetch(sock, correlation).error_code)
+                    most_waiting = max(most_waiting, server.waiting_remote_reads)
+        finally:
+            answering.set()
+        # the first read runs, the next two wait; every later fetch is refused at once
+        assert codes[:3] == [0, 0, 0], codes
+        assert set(codes[3:]) == {-1}, codes
+        assert most_waiting == 2
+        deadline = time.monotonic() + 30
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            while True:
+                answer = fetch(sock, 100)
+                if answer.error_code == 0 and answer.records:
+                    break
+                assert time.monotonic() < deadline, answer
+                time.sleep(0.1)
+        assert server.waiting_remote_reads == 0

@@ -39,6 +39,11 @@ class RemoteLogManagerConfig:
         "remote.log.reader.threads", Type.INT, 10,
         "Threads of kafkalog serve that read remote data for fetches.", at_least(1),
     )  # fmt: skip
+    remote_log_reader_max_pending_tasks: int = define(
+        "remote.log.reader.max.pending.tasks", Type.INT, 100,
+        "Remote reads that may wait for a reader thread; a fetch finding that many waiting is "
+        "answered with an error for the partition.", at_least(1),
+    )  # fmt: skip
     store_uri: str | None = define(
         "rsm.config.kafkalog.store.uri", Type.STRING, None,
         "Where remote segments go: a directory, file:// or s3://bucket/prefix?endpoint_override=.",

@@ -8,7 +8,6 @@ LogManager, which owns the files) and any notion of connections.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from kafkalog.manager import LogManager
     from kafkalog.protocol.wire import Request
     from kafkalog.server.producer_ids import ProducerIdManager
+    from kafkalog.server.remote_reads import RemoteReaderPool
 
 NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized operations
@@ -305,7 +305,7 @@ class BrokerContext:
         # authorizer.class.name's: None authorizes everything, as Kafka without an authorizer
         self.authorizer: StandardAuthorizer | None = None
         # tiered storage's remote reads (remote.log.reader.threads), when it is on
-        self.remote_reader: concurrent.futures.ThreadPoolExecutor | None = None
+        self.remote_reader: RemoteReaderPool | None = None
         self.quotas = QuotaManager(
             samples=settings.quota_window_num, window_seconds=settings.quota_window_size_seconds
         )  # the client quotas (quotas.py); serve loads them at start

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,11 @@ from kafkalog.protocol.fetch_frame import (
 from kafkalog.protocol.wire import Request, make, payload_module
 from kafkalog.server.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkalog.server.context import NO_THROTTLE, BrokerContext
+from kafkalog.server.remote_reads import RemoteReadRejectedError
 from kafkalog.storage.file_records import FileSlice
 from kafkalog.types import IsolationLevel
+
+logger = logging.getLogger("kafkalog.server")
 
 # records up to this size are copied into the answer rather than sent from their file: a copy
 # costs less than a descriptor of its own and a sendfile call, and a Fetch across thousands of
@@ -181,7 +185,12 @@ def _fetch_partition(
             # Kafka's DelayedRemoteFetch: the remote read runs on the remote reader threads
             # for at most remote.fetch.max.wait.ms; a read not done by then answers the
             # partition with no records (the client fetches again), and finishes unheard
-            future = ctx.remote_reader.submit(read)
+            try:
+                future = ctx.remote_reader.submit(read)
+            except RemoteReadRejectedError as err:
+                logger.warning("Unable to fetch data from remote storage for %s-%d: %s",
+                               topic, index, err)  # fmt: skip
+                return _partition(index, ErrorCode.unknown_server_error, log)
             try:
                 info = future.result(ctx.manager.config.remote.remote_fetch_max_wait_ms / 1000)
             except concurrent.futures.TimeoutError:

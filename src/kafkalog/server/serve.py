@@ -11,7 +11,6 @@ Refuses: to listen before the logs are loaded, and to leave the logs open when s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 import threading
@@ -41,6 +40,7 @@ from kafkalog.server.handler_pool import RequestHandlerPool
 from kafkalog.server.producer_ids import ProducerIdManager
 from kafkalog.server.purgatory import FetchPurgatory
 from kafkalog.server.quotas import QuotaManager, load_quotas
+from kafkalog.server.remote_reads import RemoteReaderPool
 from kafkalog.server.scram_store import load_credentials
 from kafkalog.server.share_fetch import ShareFetchHandler
 from kafkalog.server.transport import RequestChannel, Transport
@@ -90,7 +90,7 @@ class KafkaServer:
         self._transactions: TransactionCoordinator | None = None
         self._stop_event: asyncio.Event | None = None
         self._remote: RemoteLogManager | None = None  # tiered storage, when the broker allows
-        self._remote_reader: concurrent.futures.ThreadPoolExecutor | None = None
+        self._remote_reader: RemoteReaderPool | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop it runs on, once started
 
     @property
@@ -116,6 +116,11 @@ class KafkaServer:
     def parked_fetches(self) -> int:
         """Fetches waiting for data, holding no request slot."""
         return 0 if self._transports == [] else self._transports[0].apis.purgatory.parked
+
+    @property
+    def waiting_remote_reads(self) -> int:
+        """Remote reads queued for a reader thread (remote.log.reader.max.pending.tasks)."""
+        return 0 if self._remote_reader is None else self._remote_reader.pending
 
     @property
     def watched_partitions(self) -> int:
@@ -148,8 +153,9 @@ class KafkaServer:
             )
             context.broker_properties = self.config.properties
             if self._remote is not None:
-                context.remote_reader = self._remote_reader = concurrent.futures.ThreadPoolExecutor(
-                    manager.config.remote.remote_log_reader_threads, "kafkalog-remote-reader"
+                reads = manager.config.remote
+                context.remote_reader = self._remote_reader = RemoteReaderPool(
+                    reads.remote_log_reader_threads, reads.remote_log_reader_max_pending_tasks
                 )
             if any(served.security.sasl for served in self.settings.listeners):
                 context.scram_credentials = load_credentials(self.config.log_dirs[0])
@@ -258,7 +264,7 @@ class KafkaServer:
             await asyncio.get_running_loop().run_in_executor(None, remote.close)
         reader, self._remote_reader = self._remote_reader, None
         if reader is not None:
-            reader.shutdown(wait=False, cancel_futures=True)
+            reader.shutdown()
         if manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, manager.close)
             logger.info("kafkalog serve stopped; the logs were closed cleanly")
