@@ -20,7 +20,6 @@ client whose ``buffer.memory`` fills spends more CPU per record, and what it tak
 lacks. The p99 rows produce at a fixed rate: half of Kafka's best and half of kafkalog's own
 best, on both servers. librdkafka (confluent-kafka, in this process) is the second client.
 ``KAFKALOG_BENCH_SERVE_SCALE`` (default 1) scales every record count, for a quick look;
-``KAFKALOG_BENCH_SERVE_OVERRIDES`` gives kafkalog serve more settings,
 ``KAFKALOG_BENCH_SERVE_SESSION=shared`` runs both servers in the perf tools' session.
 """
 
@@ -55,8 +54,6 @@ SCALE = float(os.environ.get("KAFKALOG_BENCH_SERVE_SCALE", "1"))
 # machine grows with the number of threads it keeps runnable, whatever its work. "shared"
 # runs both servers in the bench's session, beside the perf tools, as before.
 OWN_SESSION = os.environ.get("KAFKALOG_BENCH_SERVE_SESSION", "own") != "shared"
-# extra ``key=value`` broker settings for kafkalog serve, space-separated (num.io.threads=1 ...)
-OVERRIDES = os.environ.get("KAFKALOG_BENCH_SERVE_OVERRIDES", "").split()
 # records per run: about 30 s of the faster side's produce on one partition on this machine
 # and 15-17 s on eight (Kafka: 1.6 M records/s of 100 B, 290 k of 1 KiB); each row says how long
 # the faster side's best run lasted, so a faster machine shows as a short run
@@ -162,8 +159,6 @@ def start_kafkalog(root: Path) -> Server:
     cmd = [sys.executable, "-m", "kafkalog", "serve", "--log-dirs", str(root / "kafkalog"),
            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", "group.initial.rebalance.delay.ms=0"]  # fmt: skip
-    for setting in OVERRIDES:
-        cmd += ["--override", setting]
     out = (root / "kafkalog.out").open("wb")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=OWN_SESSION)  # fmt: skip
